@@ -1,0 +1,42 @@
+# ragchat — the two commands a new user needs: `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install run test test-fast bench evaluate chromium clean
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# CPU build of torch first, so sentence-transformers does not pull the CUDA one
+	$(BIN)/python -m pip install -q "torch==2.13.0"
+	$(BIN)/python -m pip install -q ".[test]"
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+## Run the app on its embedded defaults (SQLite, embedded Qdrant, in-memory channel layer) with demo data.
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py demo_data
+	@echo "ragchat on http://$(HOST):$(PORT)/  (health: http://$(HOST):$(PORT)/health)"
+	$(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
+
+## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
+test: install chromium
+	bash scripts/test.sh
+
+test-fast: install
+	$(BIN)/pytest -q -m "not browser"
+
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "Installing Debian's chromium for the browser tests"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; }
+
+clean:
+	rm -rf $(VENV) data/test-* .pytest_cache

@@ -1,0 +1,11 @@
+from django.contrib.auth.models import AbstractUser
+from django.db import models
+
+
+class User(AbstractUser):
+    """An employee. Each user belongs to exactly one tenant; documents, tags and chunks carry it too."""
+
+    tenant_id = models.CharField(max_length=64, default="default", db_index=True)
+
+    class Meta(AbstractUser.Meta):
+        swappable = "AUTH_USER_MODEL"

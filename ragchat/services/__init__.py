@@ -1,0 +1,1 @@
+"""The stateless RAG core. Imports nothing from Django; configuration and lookups are passed in."""

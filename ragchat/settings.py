@@ -1,0 +1,195 @@
+"""Django settings. Everything comes from the environment (see .env.example and the README's table);
+the defaults are the embedded mode: SQLite, in-memory channel layer, on-disk embedded Qdrant under
+data/, local embedding model, Ollama at localhost if it runs.
+"""
+from dataclasses import replace
+from pathlib import Path
+
+import environ
+
+from ragchat.services.config import RAGSettings
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DATA_DIR = Path(environ.Env().str("RAGCHAT_DATA_DIR", default=str(BASE_DIR / "data")))
+
+(DATA_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)  # SQLite and WhiteNoise want it
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DJANGO_DEBUG", default=True)
+SECRET_KEY = env.str(
+    "DJANGO_SECRET_KEY",
+    default="dev-only-insecure-key-change-me" if DEBUG else environ.Env.NOTSET,
+)
+ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
+CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.humanize",
+    "channels",
+    "django_htmx",
+    "ragchat",
+    "documents",
+    "chat",
+    "routing",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "ragchat.middleware.RequestIdMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "ragchat.urls"
+ASGI_APPLICATION = "ragchat.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: SQLite in WAL mode with a busy timeout and IMMEDIATE transactions (writers queue
+# instead of failing with "database is locked"), or PostgreSQL via DATABASE_URL.
+DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "init_command": (
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
+                "PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;"
+            ),
+            "transaction_mode": "IMMEDIATE",
+            "timeout": 20,
+        }
+    )
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")} if env.bool(
+        "RAGCHAT_TEST_SQLITE_FILE", default=False
+    ) else {}
+else:
+    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
+    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+
+AUTH_USER_MODEL = "ragchat.User"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "login"
+
+# Channel layer: in-memory for one process, Redis when REDIS_URL is set (several processes).
+REDIS_URL = env.str("REDIS_URL", default="")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="ragchat")},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = DATA_DIR / "staticfiles"
+WHITENOISE_USE_FINDERS = DEBUG
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "django.contrib.staticfiles.storage.StaticFilesStorage"
+            if DEBUG
+            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        )
+    },
+}
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(DATA_DIR / "media")))
+MEDIA_URL = "/media-not-served/"  # originals are served by an access-checked view, never directly
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ragchat@localhost")
+RAGCHAT_BASE_URL = env.str("RAGCHAT_BASE_URL", default="http://127.0.0.1:8000")
+
+# Upload limits (R-DOC-7)
+RAGCHAT_MAX_UPLOAD_BYTES = env.int("RAGCHAT_MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# Health: Ollama is optional in embedded mode (answers degrade to cited passages + routing).
+RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)
+
+# The RAG core's settings (spec v3 names), read from the same environment. The embedded
+# Qdrant lives in the data directory unless QDRANT_PATH says otherwise.
+RAG = RAGSettings.from_env()
+RAG = replace(
+    RAG,
+    qdrant_path=str(BASE_DIR / env.str("QDRANT_PATH")) if env.str("QDRANT_PATH", default="")
+    else str(DATA_DIR / "qdrant"),
+)
+
+# Security (production: DJANGO_DEBUG=false; see README "Deploying")
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the cookie-less meta tag; keep default
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "ragchat.services.logs.JsonFormatter"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "json"}},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django": {"handlers": ["console"], "level": "WARNING", "propagate": False},
+        "django.request": {"handlers": ["console"], "level": "ERROR", "propagate": False},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+    },
+}

@@ -1,0 +1,3 @@
+"""Every websocket route of the project. Apps add theirs here."""
+
+websocket_urlpatterns: list = []

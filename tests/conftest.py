@@ -1,0 +1,28 @@
+"""Project-wide fixtures. The fake Ollama server's fixtures live in tests/fakes/plugin.py."""
+from dataclasses import replace
+
+import pytest
+
+pytest_plugins = ["tests.fakes.plugin"]
+
+
+@pytest.fixture
+def rag_runtime(settings, tmp_path, ollama_url):
+    """Point the process's RAG parts at a fresh embedded Qdrant in tmp_path, the fake Ollama server
+    and the fast hashing embedder; reset them before and after the test."""
+    from ragchat import runtime
+
+    settings.RAG = replace(
+        settings.RAG,
+        qdrant_path=str(tmp_path / "qdrant"),
+        ollama_base_url=ollama_url,
+        embedding_backend="hashing",
+        embedding_model="hashing-384",
+        rag_timeout_seconds=2,
+        rag_retry_initial_delay=0.01,
+        rag_retry_max_delay=0.05,
+    )
+    settings.MEDIA_ROOT = tmp_path / "media"
+    runtime.reset()
+    yield settings.RAG
+    runtime.reset()
