@@ -1,0 +1,79 @@
+"""Hybrid confidence (spec v3 "Confidence Scoring (Hybrid)") and the CITE/ROUTE action.
+
+overall = int(retrieval*30 + coverage*40 + llm/100*30), clamped to 0-100, zero when nothing was
+retrieved. One spec defect is fixed here: coverage ignores [SourceId: ...] markers, and the
+pipeline passes the chunk texts (coverage_context) rather than the prompt's header lines, because
+otherwise every citation adds its own id's hex pieces and "sourceid" as matching terms.
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Literal
+
+from .citations import strip_source_ids
+from .types import ConfidenceScore, SearchResult
+
+# Common English stopwords (expand as needed)
+STOPWORDS = {
+    'the', 'a', 'an', 'is', 'are', 'was', 'were', 'be', 'been', 'being',
+    'have', 'has', 'had', 'do', 'does', 'did', 'will', 'would', 'could',
+    'should', 'may', 'might', 'must', 'shall', 'can', 'need', 'dare',
+    'to', 'of', 'in', 'for', 'on', 'with', 'at', 'by', 'from', 'as',
+    'into', 'through', 'during', 'before', 'after', 'above', 'below',
+    'between', 'under', 'again', 'further', 'then', 'once', 'here',
+    'there', 'when', 'where', 'why', 'how', 'all', 'each', 'few', 'more',
+    'most', 'other', 'some', 'such', 'no', 'nor', 'not', 'only', 'own',
+    'same', 'so', 'than', 'too', 'very', 'just', 'and', 'but', 'if', 'or',
+    'because', 'until', 'while', 'this', 'that', 'these', 'those', 'i',
+    'me', 'my', 'myself', 'we', 'our', 'ours', 'you', 'your', 'yours',
+    'he', 'him', 'his', 'she', 'her', 'hers', 'it', 'its', 'they', 'them',
+}  # fmt: skip
+
+
+def extract_key_terms(text: str) -> set[str]:
+    """Significant terms: lowercased alphanumeric words, minus stopwords and words under 3 chars."""
+    words = re.findall(r'\b[a-z0-9]+\b', text.lower())
+    return {w for w in words if w not in STOPWORDS and len(w) >= 3}
+
+
+def calculate_coverage(answer: str, context: str) -> float:
+    """Fraction (0-1) of the answer's key terms found in the context; SourceId markers not counted."""
+    answer_terms = extract_key_terms(strip_source_ids(answer))
+    context_terms = extract_key_terms(strip_source_ids(context))
+    if not answer_terms:
+        return 0.0
+    matches = answer_terms & context_terms
+    return len(matches) / len(answer_terms)
+
+
+def coverage_context(chunks: Sequence[SearchResult]) -> str:
+    """What coverage is measured against: the chunk texts only, not their SourceId/Document headers."""
+    return "\n\n".join(c.chunk_text for c in chunks)
+
+
+def calculate_confidence(
+    retrieval_results: Sequence[SearchResult],
+    answer: str,
+    context: str,
+    llm_score: int,
+) -> ConfidenceScore:
+    """Combine retrieval, coverage and LLM signals; zero confidence if nothing was retrieved."""
+    if not retrieval_results:
+        return ConfidenceScore(overall=0, retrieval_score=0.0, coverage_score=0.0, llm_score=0)
+
+    retrieval_score = sum(r.score for r in retrieval_results) / len(retrieval_results)
+    coverage_score = calculate_coverage(answer, context)
+    llm_normalized = llm_score / 100
+    overall = int((retrieval_score * 30) + (coverage_score * 40) + (llm_normalized * 30))
+    return ConfidenceScore(
+        overall=min(100, max(0, overall)),
+        retrieval_score=retrieval_score,
+        coverage_score=coverage_score,
+        llm_score=llm_score,
+    )
+
+
+def determine_action(overall: int, threshold: int) -> Literal["CITE", "ROUTE"]:
+    """spec v3 step 8: confidence >= threshold (60) cites, anything lower goes to a human."""
+    return "CITE" if overall >= threshold else "ROUTE"

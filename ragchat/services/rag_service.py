@@ -1,0 +1,416 @@
+"""RAGService: the stateless pipeline of spec v3 — validate model, retrieve quality context, budget
+tokens, prompt with SourceIds, stream the answer, extract citations, score confidence, decide
+CITE/ROUTE — as an async stream of events that ends with the RAGResponse.
+
+Nothing here knows about Django: the tag owner lookup is a callable the app passes in.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from .budget import TokenBudget
+from .citations import build_context, extract_citations, make_snippet
+from .confidence import calculate_confidence, coverage_context, determine_action
+from .config import RAGSettings
+from .errors import ContextError, LLMTimeoutError, RAGServiceError
+from .logs import bind_request_id
+from .prompts import (
+    CONFIDENCE_PROMPT,
+    INSUFFICIENT_CONTEXT_ANSWER,
+    INSUFFICIENT_CONTEXT_REASON,
+    RAG_SYSTEM_PROMPT,
+)
+from .retrieval import Reranker, build_retrieval_query, get_quality_context
+from .routing import OwnerLookup, get_route_target
+from .smalltalk import detect_smalltalk
+from .types import (
+    ChatMessage,
+    ConfidenceScore,
+    ContextEvent,
+    FinalEvent,
+    RAGRequest,
+    RAGResponse,
+    RouteTarget,
+    SearchResult,
+    StageEvent,
+    StreamEvent,
+    TokenEvent,
+)
+
+logger = logging.getLogger(__name__)
+
+STRATEGY_SMALLTALK = "smalltalk (direct reply)"
+TIMING_KEYS = ("embed", "search", "generate", "rate")
+# Extra wait on top of RAG_TIMEOUT_SECONDS before our own guard fires: the LLM client's timeout
+# should normally raise first, with its more precise message.
+_STALL_GRACE_SECONDS = 0.25
+
+
+def _elapsed_ms(start: float) -> float:
+    return (time.perf_counter() - start) * 1000
+
+
+def insufficient_context_response(
+    *, settings: RAGSettings, model: str, elapsed_ms: float, **extra: Any
+) -> RAGResponse:
+    """spec v3 INSUFFICIENT_CONTEXT_RESPONSE: nothing retrieved, so nothing generated; the admin gets it."""
+    return RAGResponse(
+        answer=INSUFFICIENT_CONTEXT_ANSWER,
+        confidence=ConfidenceScore(overall=0, retrieval_score=0.0, coverage_score=0.0, llm_score=0),
+        citations=[],
+        action="ROUTE",
+        route_to=RouteTarget(
+            tag="system",
+            owner_user_id=None,
+            owner_email=settings.rag_admin_email,
+            reason=INSUFFICIENT_CONTEXT_REASON,
+            fallback=True,
+        ),
+        model_used=model,
+        context_chunks_used=0,
+        context_tokens_used=0,
+        generation_time_ms=elapsed_ms,
+        grounded=False,
+        **extra,
+    )
+
+
+def context_summary(chunks: Sequence[SearchResult]) -> str:
+    """What the rating prompt sees of the context: each chunk, cut to its 1000-char snippet_full."""
+    return "\n\n".join(f"[{c.document_name}] {make_snippet(c.chunk_text)[1]}" for c in chunks)
+
+
+class RAGService:
+    """Orchestrates RAG pipeline: retrieve → prompt → generate → evaluate."""
+
+    def __init__(
+        self,
+        vector_service: Any,
+        settings: RAGSettings,
+        *,
+        llm: Any | None = None,
+        ollama_url: str | None = None,
+        default_model: str | None = None,
+        owner_lookup: OwnerLookup | None = None,
+        reranker: Reranker | None = None,
+        token_counter: Any | None = None,
+    ):
+        self.vector_service = vector_service
+        self.settings = settings
+        self.ollama_url = ollama_url or settings.ollama_base_url
+        self.default_model = default_model or settings.chat_model
+        self.min_similarity_score = settings.rag_min_similarity_score
+        self.max_chunks_per_doc = settings.rag_max_chunks_per_doc
+        self.chunk_overlap_threshold = settings.rag_chunk_overlap_threshold
+        self.dedup_candidates_cap = settings.rag_dedup_candidates_cap
+        self.confidence_threshold = settings.rag_confidence_threshold
+        self.owner_lookup = owner_lookup
+        self.reranker = reranker
+        if llm is None:
+            from .llm import OllamaLLM
+
+            llm = OllamaLLM(settings, base_url=self.ollama_url)
+        self.llm = llm
+        if token_counter is None:
+            from .tokens import TokenCounter
+
+            token_counter = TokenCounter()
+        self.token_counter = token_counter
+
+    @property
+    def count_tokens(self) -> Callable[[str], int]:
+        return self.token_counter.count
+
+    async def generate(self, request: RAGRequest) -> RAGResponse:
+        """Run the whole pipeline and return the response (the stream, consumed)."""
+        final: RAGResponse | None = None
+        async for event in self.stream(request):
+            if isinstance(event, FinalEvent):
+                final = event.response
+        assert final is not None, "stream() always ends with a FinalEvent or raises"
+        return final
+
+    async def stream(self, request: RAGRequest) -> AsyncIterator[StreamEvent]:
+        """StageEvent("searching") → ContextEvent → StageEvent("generating") → TokenEvent* →
+        StageEvent("rating") → FinalEvent. The concatenated TokenEvents are always the answer.
+
+        LLM failures are raised after the tokens already yielded, so the caller keeps the partial
+        text and the ContextEvent's passages.
+        """
+        request_id = request.request_id or uuid.uuid4().hex
+        with bind_request_id(request_id):
+            async for event in self._stream(request, request_id):
+                yield event
+
+    async def _stream(self, request: RAGRequest, request_id: str) -> AsyncIterator[StreamEvent]:
+        start = time.perf_counter()
+        timings: dict[str, float] = {key: 0.0 for key in TIMING_KEYS}
+        history = list(request.chat_history or [])
+
+        reply = detect_smalltalk(request.query)
+        if reply is not None:
+            logger.info("smalltalk answered directly", extra={"event": "rag_smalltalk"})
+            yield TokenEvent(reply)
+            yield FinalEvent(
+                self._smalltalk_response(request, reply, start=start, timings=timings, request_id=request_id)
+            )
+            return
+
+        # 1. Validate model (allowlist, then availability in Ollama, tag-aware)
+        model = await self.llm.validate_model(request.model or self.default_model)
+
+        # 2. Retrieve quality context
+        if request.retrieval_query:
+            retrieval_query, strategy = request.retrieval_query, request.query_strategy
+        else:
+            retrieval_query, strategy = build_retrieval_query(query=request.query, history=history)
+        logger.info(
+            "retrieving context",
+            extra={"event": "rag_search", "query_strategy": strategy, "model": model, "tenant_id": request.tenant_id},
+        )
+        yield StageEvent("searching")
+        results = await self._retrieve(request, retrieval_query, timings)
+        yield ContextEvent(tuple(results))
+        extra = {
+            "timings": timings,
+            "query_strategy": strategy,
+            "retrieval_query": retrieval_query,
+            "request_id": request_id,
+        }
+        if not results:
+            logger.info("no context: insufficient-context response", extra={"event": "rag_zero_context"})
+            response = insufficient_context_response(
+                settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
+            )
+            yield TokenEvent(response.answer)
+            yield FinalEvent(response)
+            return
+
+        # 3. Token budget: system prompt + question are fixed; history and chunks are cut to fit.
+        budget = TokenBudget(model, self.settings)
+        fixed_part = RAG_SYSTEM_PROMPT.format(context="", chat_history="") + "\n" + request.query
+        _, history_str, chunks = budget.allocate(fixed_part, history, results, self.count_tokens)
+        logger.info(
+            "token budget applied",
+            extra={
+                "event": "rag_budget",
+                "chunks_retrieved": len(results),
+                "chunks_in_prompt": len(chunks),
+                "context_tokens": budget.context_tokens,
+                "history_tokens": budget.history_tokens,
+            },
+        )
+        if not chunks:
+            # Every chunk was over the budget: answering without context would be ungrounded.
+            logger.warning("no chunk fits the token budget", extra={"event": "rag_budget_empty"})
+            response = insufficient_context_response(
+                settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
+            )
+            yield TokenEvent(response.answer)
+            yield FinalEvent(response)
+            return
+
+        # 4. Prompt with SourceIds
+        messages = [
+            ChatMessage(
+                role="system",
+                content=RAG_SYSTEM_PROMPT.format(context=build_context(chunks), chat_history=history_str),
+            ),
+            ChatMessage(role="user", content=request.query),
+        ]
+
+        # 5. Generate by streaming
+        yield StageEvent("generating")
+        parts: list[str] = []
+        gen_start = time.perf_counter()
+        try:
+            async for token in self._guarded_stream(messages, model):
+                parts.append(token)
+                yield TokenEvent(token)
+        except RAGServiceError as e:
+            logger.warning(
+                "generation failed after %d chars: %s",
+                sum(map(len, parts)),
+                e,
+                extra={"event": "rag_generate_failed", "error_type": type(e).__name__},
+            )
+            raise
+        finally:
+            timings["generate"] = _elapsed_ms(gen_start)
+        answer = "".join(parts)
+        logger.info(
+            "answer generated",
+            extra={"event": "rag_generate", "answer_chars": len(answer), "generate_ms": timings["generate"]},
+        )
+
+        # 6. Citations (deterministic) and grounded
+        yield StageEvent("rating")
+        citations = extract_citations(answer, chunks)
+
+        # 7. Hybrid confidence
+        llm_score = await self._rate(request.query, answer, chunks, model, timings)
+        confidence = calculate_confidence(chunks, answer, coverage_context(chunks), llm_score)
+
+        # 8. Action and route target
+        action = determine_action(confidence.overall, self.confidence_threshold)
+        route_to = None
+        if action == "ROUTE":
+            route_to = await get_route_target(
+                chunks,
+                owner_lookup=self.owner_lookup,
+                admin_email=self.settings.rag_admin_email,
+                tenant_id=request.tenant_id,
+                confidence=confidence.overall,
+            )
+
+        # 9. Response
+        response = RAGResponse(
+            answer=answer,
+            confidence=confidence,
+            citations=citations,
+            action=action,
+            route_to=route_to,
+            model_used=model,
+            context_chunks_used=len(chunks),
+            context_tokens_used=budget.context_tokens,
+            generation_time_ms=_elapsed_ms(start),
+            grounded=len(citations) > 0,
+            context=list(chunks),
+            **extra,
+        )
+        logger.info(
+            "rag response ready",
+            extra={
+                "event": "rag_done",
+                "action": action,
+                "confidence": confidence.overall,
+                "citations": len(citations),
+                "grounded": response.grounded,
+                "route_tag": route_to.tag if route_to else None,
+                "timings": timings,
+                "total_ms": response.generation_time_ms,
+            },
+        )
+        yield FinalEvent(response)
+
+    async def _retrieve(
+        self, request: RAGRequest, retrieval_query: str, timings: dict[str, float]
+    ) -> list[SearchResult]:
+        try:
+            return await get_quality_context(
+                self.vector_service,
+                query=retrieval_query,
+                user_tags=request.user_tags,
+                tenant_id=request.tenant_id,
+                settings=self.settings,
+                max_chunks=request.max_context_chunks,
+                reranker=self.reranker,
+                timings=timings,
+            )
+        except ContextError:
+            raise
+        except Exception as e:  # the vector store's own failures reach callers as ContextError
+            raise ContextError(f"Context retrieval failed: {e}") from e
+
+    async def _guarded_stream(self, messages: list[ChatMessage], model: str) -> AsyncIterator[str]:
+        """The LLM's token stream, with a stall guard: no token for RAG_TIMEOUT_SECONDS (plus a
+        little grace for the client's own timeout to fire first) raises LLMTimeoutError."""
+        limit = self.settings.rag_timeout_seconds + _STALL_GRACE_SECONDS
+        iterator = self.llm.stream(messages=messages, model=model).__aiter__()
+        try:
+            while True:
+                try:
+                    token = await asyncio.wait_for(iterator.__anext__(), timeout=limit)
+                except StopAsyncIteration:
+                    return
+                except TimeoutError as e:
+                    raise LLMTimeoutError(
+                        f"No output from the model for {self.settings.rag_timeout_seconds:g} s"
+                    ) from e
+                if token:
+                    yield token
+        finally:
+            aclose = getattr(iterator, "aclose", None)
+            if aclose is not None:
+                try:
+                    await aclose()
+                except Exception:  # closing a broken stream must not mask the real error
+                    logger.debug("closing the LLM stream failed", exc_info=True)
+
+    async def _rate(
+        self,
+        query: str,
+        answer: str,
+        chunks: Sequence[SearchResult],
+        model: str,
+        timings: dict[str, float],
+    ) -> int:
+        """LLM self-assessment (CONFIDENCE_PROMPT); a failed rating scores 0 and keeps the answer."""
+        prompt = CONFIDENCE_PROMPT.format(context_summary=context_summary(chunks), query=query, answer=answer)
+        rate_start = time.perf_counter()
+        try:
+            score = await asyncio.wait_for(
+                self.llm.rate(prompt=prompt, model=model),
+                timeout=self.settings.rag_timeout_seconds + _STALL_GRACE_SECONDS,
+            )
+            return min(100, max(0, int(score)))
+        except Exception as e:  # the answer is already streamed; a missing rating only lowers confidence
+            logger.warning(
+                "confidence rating failed, llm_score=0: %s",
+                e,
+                extra={"event": "rag_rate_failed", "error_type": type(e).__name__},
+            )
+            return 0
+        finally:
+            timings["rate"] = _elapsed_ms(rate_start)
+
+    def _smalltalk_response(
+        self,
+        request: RAGRequest,
+        reply: str,
+        *,
+        start: float,
+        timings: dict[str, float],
+        request_id: str,
+    ) -> RAGResponse:
+        """A greeting or thanks: answered directly, confident, never routed, not grounded."""
+        return RAGResponse(
+            answer=reply,
+            confidence=ConfidenceScore(overall=100, retrieval_score=0.0, coverage_score=0.0, llm_score=0),
+            citations=[],
+            action="CITE",
+            route_to=None,
+            model_used=request.model or self.default_model,
+            context_chunks_used=0,
+            context_tokens_used=0,
+            generation_time_ms=_elapsed_ms(start),
+            grounded=False,
+            timings=timings,
+            query_strategy=STRATEGY_SMALLTALK,
+            retrieval_query="",
+            request_id=request_id,
+        )
+
+    async def health_check(self) -> dict[str, Any]:
+        """Ollama (reachable, models present, latency) and vector store counts, as one document."""
+        try:
+            ollama = await self.llm.health()
+        except Exception as e:  # health reports failures, it does not raise them
+            ollama = {"reachable": False, "error": str(e)}
+        try:
+            vector_store = await self.vector_service.stats()
+            vector_store = {"ok": True, **vector_store}
+        except Exception as e:
+            vector_store = {"ok": False, "error": str(e)}
+        healthy = bool(ollama.get("reachable")) and bool(vector_store.get("ok"))
+        return {
+            "status": "ok" if healthy else "degraded",
+            "ollama": ollama,
+            "vector_store": vector_store,
+            "default_model": self.default_model,
+        }

@@ -1,0 +1,176 @@
+"""Quality retrieval (spec v3 "Retrieval Quality Controls"), the optional rerank stage (R-RET-7)
+and the query strategy for follow-ups (R-RET-4, seed rag-providers "Hybrid Query Strategy").
+
+Access control is not here: the vector service filters tenant and tags inside every search.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .config import RAGSettings
+from .confidence import STOPWORDS
+from .types import ChatMessage, SearchResult
+
+logger = logging.getLogger(__name__)
+
+STRATEGY_FIRST = "first message (raw query)"
+STRATEGY_FOLLOW_UP = "follow-up (contextualized topic)"
+
+# How much earlier conversation a follow-up's standalone query carries: the last few user turns,
+# a bounded number of their terms, so an old topic fades and the embedding stays focused.
+TOPIC_USER_TURNS = 3
+TOPIC_MAX_TERMS = 12
+_TERM_RE = re.compile(r"\b[a-z0-9][a-z0-9'-]*[a-z0-9]\b|\b[a-z0-9]\b")
+# Question words carry no topic; they are dropped from the accumulated topic (not from the query).
+_TOPIC_NOISE = STOPWORDS | {
+    "what", "which", "who", "whom", "whose", "many", "much", "get", "got", "tell", "about",
+    "please", "know", "want", "like", "also", "any", "anything", "something", "thanks", "thank",
+    "hello", "hey", "does", "did", "doing", "done", "give", "show", "explain",
+}  # fmt: skip
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """Reorders search results by relevance to the query (e.g. a cross-encoder).
+
+    It returns the same SearchResult objects (a subset is allowed), best first; their cosine
+    `score` is kept, because confidence and the similarity floor are defined on it.
+    """
+
+    async def rerank(self, query: str, results: list[SearchResult]) -> list[SearchResult]: ...
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    union = len(a | b)
+    return len(a & b) / union if union else 0.0
+
+
+def deduplicate_chunks(
+    chunks: Sequence[SearchResult], *, threshold: float, cap: int
+) -> list[SearchResult]:
+    """Drop near-duplicates (word-set Jaccard > threshold), keeping the earlier (better) one.
+
+    O(n^2), so at most `cap` candidates are considered; any beyond it are not processed.
+    """
+    result: list[SearchResult] = []
+    kept_words: list[set[str]] = []
+    for chunk in list(chunks)[:cap]:
+        words = set(chunk.chunk_text.lower().split())
+        if any(jaccard(words, existing) > threshold for existing in kept_words):
+            continue
+        result.append(chunk)
+        kept_words.append(words)
+    return result
+
+
+def limit_per_document(chunks: Sequence[SearchResult], *, max_per_doc: int) -> list[SearchResult]:
+    """At most `max_per_doc` chunks of one document, so a single source cannot dominate."""
+    doc_counts: dict[str, int] = {}
+    result: list[SearchResult] = []
+    for chunk in chunks:
+        count = doc_counts.get(chunk.document_id, 0)
+        if count < max_per_doc:
+            result.append(chunk)
+            doc_counts[chunk.document_id] = count + 1
+    return result
+
+
+async def apply_reranker(
+    reranker: Reranker | None, *, query: str, results: list[SearchResult]
+) -> list[SearchResult]:
+    """Rerank if a reranker is configured; without one, or if it fails, pass through unchanged."""
+    if reranker is None:
+        return results
+    if not results:
+        return results
+    try:
+        reranked = await reranker.rerank(query, list(results))
+    except Exception as e:  # any failure of an optional stage degrades, never breaks the answer
+        logger.warning(
+            "reranker failed, results passed through unchanged: %s",
+            e,
+            extra={"event": "rerank_failed", "error": repr(e)},
+        )
+        return results
+    # Only results that came in may go out: a reranker cannot add chunks the user may not see.
+    allowed = {id(r) for r in results}
+    kept = [r for r in reranked if id(r) in allowed]
+    if len(kept) != len(reranked):
+        logger.warning("reranker returned unknown results; they were dropped", extra={"event": "rerank_unknown"})
+    return kept
+
+
+async def get_quality_context(
+    vector_service: Any,
+    *,
+    query: str,
+    user_tags: Sequence[str],
+    tenant_id: str,
+    settings: RAGSettings,
+    max_chunks: int = 5,
+    reranker: Reranker | None = None,
+    timings: dict[str, float] | None = None,
+) -> list[SearchResult]:
+    """Over-fetch min(3k, cap) candidates, drop those under the similarity floor, dedup, rerank
+    (optional), limit per document, return the top k."""
+    candidate_limit = min(max_chunks * 3, settings.rag_dedup_candidates_cap)
+    candidates = await vector_service.search(
+        query,
+        user_tags=list(user_tags),
+        tenant_id=tenant_id,  # tenant isolation is enforced inside the vector service
+        limit=candidate_limit,
+        score_threshold=0.0,  # filtered below, for more control
+        timings=timings,
+    )
+    if not candidates:
+        return []
+    filtered = [c for c in candidates if c.score >= settings.rag_min_similarity_score]
+    deduped = deduplicate_chunks(
+        filtered,
+        threshold=settings.rag_chunk_overlap_threshold,
+        cap=settings.rag_dedup_candidates_cap,
+    )
+    reranked = await apply_reranker(reranker, query=query, results=deduped)
+    limited = limit_per_document(reranked, max_per_doc=settings.rag_max_chunks_per_doc)
+    return limited[:max_chunks]
+
+
+def _topic_terms(text: str) -> list[str]:
+    """Content words of a user turn, in order, without repeats."""
+    words = _TERM_RE.findall(text.lower())
+    return list(dict.fromkeys(w for w in words if w not in _TOPIC_NOISE and len(w) >= 3))
+
+
+def _previous_user_turns(query: str, history: Sequence[ChatMessage]) -> list[str]:
+    turns = [m.content for m in history if m.role == "user" and m.content.strip()]
+    # A caller may include the current question as the last history message; it is not a topic.
+    if turns and turns[-1].strip() == query.strip():
+        turns.pop()
+    return turns
+
+
+def build_retrieval_query(*, query: str, history: Sequence[ChatMessage] | None) -> tuple[str, str]:
+    """The text to embed and the strategy name.
+
+    First message (no earlier topic): the raw question. Follow-up: a standalone query made of the
+    topic accumulated from the recent user turns plus the new question, so "does it cover
+    contractors?" still finds the vacation policy. Deterministic; no LLM round trip.
+    """
+    turns = _previous_user_turns(query, list(history or []))[-TOPIC_USER_TURNS:]
+    topic: list[str] = []
+    # Newest turn first, so when the cap bites it is the oldest topic that fades.
+    for turn in reversed(turns):
+        for term in _topic_terms(turn):
+            if term not in topic:
+                topic.append(term)
+    topic = topic[:TOPIC_MAX_TERMS]
+    if not topic:
+        return query, STRATEGY_FIRST
+    question_terms = set(_topic_terms(query))
+    carried = [t for t in topic if t not in question_terms]
+    if not carried:
+        return query, STRATEGY_FOLLOW_UP
+    return f"{' '.join(carried)}: {query.strip()}", STRATEGY_FOLLOW_UP

@@ -1,0 +1,90 @@
+"""Route target for low-confidence answers (spec v3 "Tag Owner Lookup").
+
+The core never touches the database: the app passes `owner_lookup`, an async callable
+(tag, tenant_id) -> TagOwner | None. Every missing link falls back to the admin.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+
+from .types import RouteTarget, SearchResult, TagOwner
+
+logger = logging.getLogger(__name__)
+
+OwnerLookup = Callable[[str, str], Awaitable[TagOwner | None]]
+
+PUBLIC_TAG = "public"
+SYSTEM_TAG = "system"
+
+
+def admin_fallback(reason: str, *, admin_email: str) -> RouteTarget:
+    """Return admin as fallback route target."""
+    return RouteTarget(
+        tag=SYSTEM_TAG,
+        owner_user_id=None,
+        owner_email=admin_email,
+        reason=f"{reason} - routing to admin",
+        fallback=True,
+    )
+
+
+def primary_tag(context_results: Sequence[SearchResult]) -> str | None:
+    """Most common non-public tag; a tie goes to the tag seen first (results are best-first)."""
+    tag_counts: dict[str, int] = {}
+    for result in context_results:
+        for tag in result.tags or []:
+            if tag != PUBLIC_TAG:
+                tag_counts[tag] = tag_counts.get(tag, 0) + 1
+    if not tag_counts:
+        return None
+    # max() returns the first maximal key, and dicts keep insertion order: first occurrence wins.
+    return max(tag_counts, key=lambda t: tag_counts[t])
+
+
+async def get_route_target(
+    context_results: Sequence[SearchResult],
+    *,
+    owner_lookup: OwnerLookup | None,
+    admin_email: str,
+    tenant_id: str = "default",
+    confidence: int | None = None,
+) -> RouteTarget:
+    """Context tags -> primary tag -> its owner -> owner's email; admin fallback at each gap.
+
+    With `confidence` the owner route's reason reads "Low confidence: 45% - routing to hr owner".
+    """
+    if not context_results:
+        return admin_fallback("No context available", admin_email=admin_email)
+
+    tag = primary_tag(context_results)
+    if tag is None:
+        return admin_fallback("No specific tags in context", admin_email=admin_email)
+
+    owner: TagOwner | None = None
+    if owner_lookup is not None:
+        try:
+            owner = await owner_lookup(tag, tenant_id)
+        except Exception as e:  # a failed lookup must not lose the question: the admin gets it
+            logger.exception(
+                "tag owner lookup failed for %s", tag, extra={"event": "owner_lookup_failed", "tag": tag}
+            )
+            return admin_fallback(f"Owner lookup failed for tag '{tag}' ({type(e).__name__})", admin_email=admin_email)
+
+    if owner is None or not owner.user_id:
+        return admin_fallback(f"No owner for tag '{tag}'", admin_email=admin_email)
+    if not owner.email:
+        return admin_fallback(f"Owner not found for tag '{tag}'", admin_email=admin_email)
+
+    reason = (
+        f"Routing to {tag} owner"
+        if confidence is None
+        else f"Low confidence: {confidence}% - routing to {tag} owner"
+    )
+    return RouteTarget(
+        tag=tag,
+        owner_user_id=str(owner.user_id),
+        owner_email=owner.email,
+        reason=reason,
+        fallback=False,
+    )
