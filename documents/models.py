@@ -1,1 +1,96 @@
-from django.db import models  # noqa: F401
+"""Tags (who may read what) and documents (an uploaded original and the state of its indexing).
+
+A document's chunks live in Qdrant with payload `tags` = the slugs of its tags, `tenant_id` and
+`document_id` = str(Document.id); the database is the source of truth for which tags a user holds.
+"""
+import uuid
+from pathlib import PurePosixPath
+
+from django.conf import settings
+from django.db import models
+
+PUBLIC_TAG_SLUG = "public"
+
+
+class Tag(models.Model):
+    """A topic and access group. Members read it; the owner answers routed questions and may upload to it."""
+
+    tenant_id = models.CharField(max_length=64, default="default", db_index=True)
+    name = models.CharField(max_length=100)
+    slug = models.SlugField(max_length=100, help_text="Stored with every chunk; unique per tenant.")
+    description = models.TextField(blank=True)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="owned_tags",
+    )
+    members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="member_tags")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["tenant_id", "slug"], name="tag_unique_slug_per_tenant")]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def document_upload_to(document: "Document", filename: str) -> str:
+    # The stored name is the document's id: the user's file name never becomes a path.
+    extension = PurePosixPath(filename).suffix.lower()[:16]
+    return f"originals/{document.tenant_id}/{document.id}{extension}"
+
+
+class Document(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        PROCESSING = "processing", "Processing"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Failed"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant_id = models.CharField(max_length=64, default="default", db_index=True)
+    title = models.CharField(max_length=300)
+    original_filename = models.CharField(max_length=255)
+    file = models.FileField(upload_to=document_upload_to, max_length=300)
+    content_hash = models.CharField(max_length=64, help_text="SHA-256 of the original bytes.")
+    mime_type = models.CharField(max_length=100, blank=True)
+    kind = models.CharField(max_length=20, blank=True, help_text="pdf, docx, html, markdown or text")
+    size = models.BigIntegerField(default=0)
+    tags = models.ManyToManyField(Tag, related_name="documents")
+    uploaded_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="documents"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    stage = models.CharField(max_length=100, blank=True, help_text="What ingestion is doing right now.")
+    progress = models.PositiveSmallIntegerField(default=0, help_text="0-100 while processing.")
+    error = models.TextField(blank=True)
+    pages = models.PositiveIntegerField(null=True, blank=True)
+    chunk_count = models.PositiveIntegerField(default=0)
+    warnings = models.JSONField(default=list, blank=True)
+    version = models.PositiveIntegerField(default=1)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    indexed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            # Same content is indexed once per tenant (R-DOC-6); the database enforces it.
+            models.UniqueConstraint(fields=["tenant_id", "content_hash"], name="document_unique_hash_per_tenant")
+        ]
+        indexes = [models.Index(fields=["tenant_id", "status"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+    @property
+    def document_id(self) -> str:
+        """The id carried by chunks and citations: the lowercase UUIDv4 string."""
+        return str(self.id)
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in {self.Status.QUEUED, self.Status.PROCESSING}
