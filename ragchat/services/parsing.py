@@ -186,7 +186,9 @@ def _identify(data: bytes) -> str:
         return ""
     best = max(matches, key=lambda m: m.confidence)
     name = re.sub(r"(?i)\s+file$", "", (best.name or "").strip())
-    return f"a {name} file" if name else ""
+    extension = (best.extension or "").strip()
+    suffix = f" ({extension})" if re.fullmatch(r"\.\w{1,8}", extension) else ""
+    return f"a {name}{suffix} file" if name else ""
 
 
 def _looks_like_html(text_head: str, extension: str) -> bool:
@@ -680,6 +682,7 @@ def safe_filename(name: str | bytes) -> str:
         name = name.decode("utf-8", errors="replace")
     name = unicodedata.normalize("NFC", name)
     name = name.replace("\\", "/").rsplit("/", 1)[-1]  # drop any directory part, absolute or ../
+    name = re.sub(r"[\t\n\r\v\f]", " ", name)
     name = "".join(
         ch for ch in name if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co", "Cn"}
     )
