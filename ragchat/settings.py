@@ -40,6 +40,8 @@ INSTALLED_APPS = [
     "documents",
     "chat",
     "routing",
+    "django_tasks",
+    "django_tasks_db",
 ]
 
 MIDDLEWARE = [
@@ -150,6 +152,21 @@ RAGCHAT_BASE_URL = env.str("RAGCHAT_BASE_URL", default="http://127.0.0.1:8000")
 RAGCHAT_MAX_UPLOAD_BYTES = env.int("RAGCHAT_MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# Ingestion (documents app): "inprocess" runs it as bounded asyncio tasks inside the server process
+# (embedded mode: the on-disk Qdrant can only be opened by one process); "tasks" enqueues it with
+# django-tasks' database backend (django-tasks-db) for `manage.py db_worker` processes (needs QDRANT_URL,
+# and REDIS_URL for live progress). See docs/ingestion.md.
+RAGCHAT_INGEST_BACKEND = env.str("RAGCHAT_INGEST_BACKEND", default="inprocess")
+RAGCHAT_INGEST_CONCURRENCY = env.int("RAGCHAT_INGEST_CONCURRENCY", default=2)
+TASKS = {
+    "default": {
+        "BACKEND": "django_tasks_db.DatabaseBackend"
+        if RAGCHAT_INGEST_BACKEND == "tasks"
+        else "django_tasks.backends.immediate.ImmediateBackend",
+        "QUEUES": ["ingestion"],
+    }
+}
 
 # Health: Ollama is optional in embedded mode (answers degrade to cited passages + routing).
 RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)
