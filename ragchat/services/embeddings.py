@@ -22,6 +22,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import EmbeddingError
+from ragchat.services.retry import retry_async
 
 logger = logging.getLogger(__name__)
 
@@ -158,38 +159,15 @@ class HashingEmbedder:
 # --------------------------------------------------------------------------- ollama
 
 
-def _retry_helper() -> Callable[..., Awaitable[Any]] | None:
-    try:
-        from ragchat.services import retry  # written by another engineer; may not exist yet
-    except ImportError:
-        return None
-    return getattr(retry, "retry_async", None)
-
-
-def _is_transient(error: BaseException) -> bool:
-    import httpx
-
-    if isinstance(error, (httpx.TransportError, asyncio.TimeoutError, ConnectionError, TimeoutError)):
-        return True
-    status = getattr(error, "status_code", None)
-    return isinstance(status, int) and status >= 500
-
-
-async def _local_retry(
-    call: Callable[[], Awaitable[T]], *, attempts: int, initial_delay: float, max_delay: float
-) -> T:
-    """Minimal backoff used only until ragchat.services.retry.retry_async is available."""
-    delay = initial_delay
-    for attempt in range(attempts + 1):
-        try:
-            return await call()
-        except Exception as e:
-            if attempt >= attempts or not _is_transient(e):
-                raise
-            logger.warning("transient embedding error (attempt %d): %s", attempt + 1, e)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max_delay)
-    raise AssertionError("unreachable")
+def keep_alive_seconds(value: str | int) -> int:
+    """Ollama's keep_alive ("5m", "1h", "30s", "-1") as the seconds OllamaEmbeddings accepts."""
+    if isinstance(value, int):
+        return value
+    text = value.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600}
+    if text and text[-1] in units:
+        return int(float(text[:-1]) * units[text[-1]])
+    return int(float(text))
 
 
 class OllamaEmbedder:
@@ -202,7 +180,7 @@ class OllamaEmbedder:
         base_url: str,
         batch_size: int = 32,
         timeout: float = 30.0,
-        keep_alive: str | None = None,
+        keep_alive: str | int | None = None,
         retry_attempts: int = 3,
         retry_initial_delay: float = 1.0,
         retry_max_delay: float = 10.0,
@@ -220,7 +198,7 @@ class OllamaEmbedder:
             model=model, base_url=base_url, client_kwargs={"timeout": timeout}
         )
         if keep_alive is not None:
-            kwargs["keep_alive"] = keep_alive
+            kwargs["keep_alive"] = keep_alive_seconds(keep_alive)
         self._client = OllamaEmbeddings(**kwargs)
         self._uses_prefixes = model.split(":")[0].endswith("nomic-embed-text")
 
@@ -228,14 +206,8 @@ class OllamaEmbedder:
         return prefix + text if self._uses_prefixes else text
 
     async def _with_retry(self, call: Callable[[], Awaitable[T]]) -> T:
-        helper = _retry_helper()
         try:
-            if helper is not None:
-                try:
-                    return await helper(call, **self._retry)
-                except TypeError:
-                    pass  # unexpected signature: fall back to the local loop
-            return await _local_retry(call, **self._retry)
+            return await retry_async(call, what=f"ollama embed {self.model_name}", **self._retry)
         except EmbeddingError:
             raise
         except Exception as e:

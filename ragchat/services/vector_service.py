@@ -32,6 +32,7 @@ from ragchat.services.bm25 import SparseVec, bm25_document, bm25_query
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import Embedder
 from ragchat.services.errors import CollectionMismatchError, EmbeddingError, VectorStoreError
+from ragchat.services.retry import is_transient_error, retry_async
 from ragchat.services.types import ChunkRecord, SearchResult
 
 logger = logging.getLogger(__name__)
@@ -349,10 +350,12 @@ class EdgeBackend:
 
 
 def _is_transient(error: BaseException) -> bool:
-    import httpx
     from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-    if isinstance(error, (httpx.TransportError, ResponseHandlingException, ConnectionError, TimeoutError)):
+    if isinstance(error, ResponseHandlingException):  # qdrant-client's wrapper of httpx errors
+        source = getattr(error, "source", None)
+        return source is not None and is_transient_error(source)
+    if is_transient_error(error):
         return True
     if isinstance(error, UnexpectedResponse):
         return error.status_code in (429, 502, 503, 504)
@@ -389,19 +392,19 @@ class ServerBackend:
     async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
         """Transient errors retried with exponential backoff; everything else -> VectorStoreError."""
         attempts, delay, max_delay = self._retry
-        for attempt in range(attempts + 1):
-            try:
-                return await fn()
-            except CollectionMismatchError:
-                raise
-            except Exception as e:
-                if attempt < attempts and _is_transient(e):
-                    logger.warning("transient Qdrant error (attempt %d/%d): %s", attempt + 1, attempts, e)
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, max_delay)
-                    continue
-                raise VectorStoreError(f"Qdrant collection {self.collection!r}: {e}") from e
-        raise AssertionError("unreachable")
+        try:
+            return await retry_async(
+                fn,
+                attempts=attempts,
+                initial_delay=delay,
+                max_delay=max_delay,
+                is_transient=_is_transient,
+                what=f"qdrant {self.collection}",
+            )
+        except VectorStoreError:
+            raise
+        except Exception as e:
+            raise VectorStoreError(f"Qdrant collection {self.collection!r}: {e}") from e
 
     @staticmethod
     def _filter(conditions: Conditions) -> Any:
