@@ -1,0 +1,390 @@
+"""The only place that talks to Ollama for generation: streaming chat, completion, rating, model
+validation and health.
+
+Facts about the clients this is built on:
+- the ollama client has no timeout unless given one, so a stalled stream would hang forever: we
+  pass one in `client_kwargs` AND wait for every chunk with `asyncio.wait_for`, so a stall before
+  the first token or between tokens raises LLMTimeoutError within RAG_TIMEOUT_SECONDS; cancelling
+  the read closes the HTTP connection;
+- `num_predict` and `num_ctx` are set explicitly (langchain-ollama's documented defaults are stale);
+- usage counts arrive only on the final chunk: they go to `on_usage` and calibrate token estimates;
+- qwen3 / deepseek-r1 get `reasoning=False`, or their thinking lands in the answer.
+
+Errors: connection problems → LLMConnectionError, 404 → ModelUnavailableError, no chunk in time →
+LLMTimeoutError, anything else Ollama reports (5xx after retries, in-stream errors) → LLMResponseError.
+Transient errors are retried only before the first token was yielded, and never past the deadline.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import weakref
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
+from .config import MODEL_LIMITS, REASONING_MODELS, RAGSettings
+from .errors import (
+    LLMConnectionError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ModelNotAllowedError,
+    ModelUnavailableError,
+    RAGServiceError,
+)
+from .retry import RetryPolicy, is_transient_error, retry_async, status_code_of
+from .tokens import Calibration, TokenCounter, default_calibration
+from .types import ChatMessage
+
+log = logging.getLogger("ragchat.llm")
+
+TAGS_CACHE_SECONDS = 30.0
+RATE_MAX_TOKENS = 32
+_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
+@dataclass(frozen=True)
+class Usage:
+    """What Ollama's final chunk reports about one generation."""
+
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    done_reason: str | None
+    prompt_chars: int
+    total_duration_ms: float | None = None
+
+
+def canonical_model_name(name: str) -> str:
+    """Ollama's naming rule: no tag means the `latest` tag."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def allowlisted_model(model: str) -> str | None:
+    """The MODEL_LIMITS key naming the same model as `model` ("llama3.2:latest" → "llama3.2")."""
+    if model in MODEL_LIMITS:
+        return model
+    wanted = canonical_model_name(model)
+    for key in MODEL_LIMITS:
+        if canonical_model_name(key) == wanted:
+            return key
+    return None
+
+
+def model_present(model: str, available: Sequence[str]) -> bool:
+    """Spec v3 fix: compare WITH the tag (missing tag = `:latest`); spec v3 stripped tags, so
+    `qwen3:8b` never matched, and `qwen3:14b` being pulled would have passed for `qwen3:8b`."""
+    wanted = canonical_model_name(model)
+    return any(canonical_model_name(name) == wanted for name in available)
+
+
+def is_reasoning_model(model: str) -> bool:
+    return model.rsplit("/", 1)[-1].split(":", 1)[0].startswith(REASONING_MODELS)
+
+
+def parse_rating(text: str) -> int | None:
+    """First number in the reply (thinking removed), rounded and clamped to 0-100; None if none."""
+    match = _NUMBER_RE.search(_THINK_RE.sub("", text))
+    if match is None:
+        return None
+    return max(0, min(100, round(float(match.group()))))
+
+
+def _to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
+    kinds: dict[str, type[BaseMessage]] = {
+        "system": SystemMessage, "user": HumanMessage, "assistant": AIMessage,
+    }
+    return [kinds[m.role](content=m.content) for m in messages]
+
+
+def _map_error(e: BaseException, *, model: str, base_url: str) -> RAGServiceError:
+    if isinstance(e, RAGServiceError):
+        return e
+    code = status_code_of(e)
+    if code == 404:
+        return ModelUnavailableError(
+            f"Model '{model}' not available in Ollama ({_reason(e)}). Run: ollama pull {model}"
+        )
+    if code is not None:
+        return LLMResponseError(f"Ollama error for model '{model}': {_reason(e)} (HTTP {code})")
+    if isinstance(e, httpx.ConnectTimeout | httpx.PoolTimeout):
+        return LLMConnectionError(f"Cannot connect to Ollama at {base_url}: connect timed out")
+    if isinstance(e, httpx.TimeoutException):
+        return LLMTimeoutError(f"Ollama did not answer in time: {e!r}")
+    if isinstance(e, ConnectionError | httpx.TransportError | OSError):
+        return LLMConnectionError(f"Cannot connect to Ollama at {base_url}: {e}")
+    return LLMResponseError(f"Malformed answer from Ollama for model '{model}': {e!r}")
+
+
+def _reason(e: BaseException) -> str:
+    return str(getattr(e, "error", None) or e)
+
+
+class OllamaLLM:
+    """Generation through langchain-ollama's ChatOllama; model checks and health via the HTTP API."""
+
+    def __init__(
+        self,
+        settings: RAGSettings,
+        *,
+        base_url: str | None = None,
+        calibration: Calibration | None = None,
+        tags_cache_seconds: float = TAGS_CACHE_SECONDS,
+    ) -> None:
+        self.settings = settings
+        self.base_url = (base_url or settings.ollama_base_url).rstrip("/")
+        self.calibration = calibration if calibration is not None else default_calibration
+        self.retry_policy = RetryPolicy.from_settings(settings)
+        self.tags_cache_seconds = tags_cache_seconds
+        self._tags_cache: tuple[float, tuple[str, ...]] | None = None
+        # ChatOllama builds two httpx clients (~40 ms); keep them, per event loop because pooled
+        # connections belong to the loop that opened them.
+        self._chat_models: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, int], Any]
+        ] = weakref.WeakKeyDictionary()
+
+    # ---- token counting -------------------------------------------------------------------
+    def token_counter(self, model: str | None = None) -> TokenCounter:
+        """A counter calibrated by this client's generations (and able to prefetch exact counts)."""
+        key = allowlisted_model(model) if model else None
+        return TokenCounter(key or model, base_url=self.base_url, calibration=self.calibration)
+
+    # ---- generation -----------------------------------------------------------------------
+    def limits(self, model: str) -> tuple[int, int]:
+        """(num_ctx, num_predict) for the model: its context window, and the response budget
+        capped by what the model may produce."""
+        key = allowlisted_model(model)
+        limits = MODEL_LIMITS.get(key or "", {"context_window": 8192, "max_response": 1024})
+        num_predict = min(self.settings.rag_max_response_tokens, limits["max_response"])
+        return limits["context_window"], num_predict
+
+    def _chat_model(self, model: str, num_predict: int) -> Any:
+        from langchain_ollama import ChatOllama  # heavy import; only when generating
+
+        loop = asyncio.get_running_loop()
+        per_loop = self._chat_models.setdefault(loop, {})
+        cached = per_loop.get((model, num_predict))
+        if cached is not None:
+            return cached
+        timeout = self.settings.rag_timeout_seconds
+        num_ctx, _ = self.limits(model)
+        chat = ChatOllama(
+            model=model,
+            base_url=self.base_url,
+            temperature=self.settings.rag_temperature,
+            num_ctx=num_ctx,
+            num_predict=num_predict,
+            reasoning=False if is_reasoning_model(model) else None,
+            keep_alive=self.settings.ollama_keep_alive or None,
+            # Backstop for the per-chunk wait below (which fires first, just under this).
+            client_kwargs={"timeout": httpx.Timeout(timeout + 1.0, connect=min(timeout, 5.0))},
+        )
+        per_loop[(model, num_predict)] = chat
+        return chat
+
+    async def stream(
+        self,
+        *,
+        messages: list[ChatMessage],
+        model: str,
+        on_usage: Callable[[Usage], None] | None = None,
+        max_tokens: int | None = None,
+    ) -> AsyncIterator[str]:
+        """Yield the answer's text pieces as they arrive; `on_usage` gets the final counts."""
+        _, num_predict = self.limits(model)
+        if max_tokens is not None:
+            num_predict = min(num_predict, max_tokens)
+        chat = self._chat_model(model, num_predict)
+        lc_messages = _to_langchain(messages)
+        prompt_chars = sum(len(m.content) for m in messages)
+        timeout = self.settings.rag_timeout_seconds
+        deadline = time.monotonic() + timeout
+
+        async def open_stream() -> tuple[Any, Any]:
+            agen = chat.astream(lc_messages)
+            try:
+                return agen, await self._first_chunk(agen, deadline)
+            except BaseException:
+                await _aclose(agen)
+                raise
+
+        try:
+            agen, chunk = await retry_async(
+                open_stream, policy=self.retry_policy, deadline=deadline,
+                is_transient=is_transient_error, what=f"ollama chat {model}",
+            )
+        except Exception as e:
+            raise _map_error(e, model=model, base_url=self.base_url) from e
+
+        try:
+            while chunk is not None:
+                self._note_usage(chunk, model=model, prompt_chars=prompt_chars, on_usage=on_usage)
+                if chunk.content:
+                    yield chunk.content
+                try:
+                    chunk = await _pull(agen, timeout)
+                except Exception as e:
+                    raise _map_error(e, model=model, base_url=self.base_url) from e
+        finally:
+            await _aclose(agen)
+
+    async def _first_chunk(self, agen: Any, deadline: float) -> Any:
+        """The first chunk with text (or the final one), all within the first-token deadline."""
+        while True:
+            chunk = await _pull(agen, deadline - time.monotonic())
+            if chunk is None or chunk.content or chunk.usage_metadata:
+                return chunk
+
+    def _note_usage(
+        self, chunk: Any, *, model: str, prompt_chars: int,
+        on_usage: Callable[[Usage], None] | None,
+    ) -> None:
+        usage = chunk.usage_metadata
+        if not usage:
+            return
+        meta = chunk.response_metadata or {}
+        total = meta.get("total_duration")
+        result = Usage(
+            model=model,
+            prompt_tokens=usage.get("input_tokens"),
+            completion_tokens=usage.get("output_tokens"),
+            done_reason=meta.get("done_reason"),
+            prompt_chars=prompt_chars,
+            total_duration_ms=total / 1e6 if isinstance(total, int | float) else None,
+        )
+        self.calibration.observe(allowlisted_model(model) or model, prompt_chars, result.prompt_tokens)
+        log.debug("generation usage", extra={"model": model, "prompt_tokens": result.prompt_tokens,
+                                             "completion_tokens": result.completion_tokens,
+                                             "done_reason": result.done_reason})
+        if on_usage is not None:
+            on_usage(result)
+
+    async def complete(
+        self,
+        *,
+        prompt: str,
+        model: str,
+        max_tokens: int | None = None,
+        on_usage: Callable[[Usage], None] | None = None,
+    ) -> str:
+        """The whole reply to one user prompt (same timeouts, retries and error mapping)."""
+        parts = [
+            piece async for piece in self.stream(
+                messages=[ChatMessage(role="user", content=prompt)], model=model,
+                on_usage=on_usage, max_tokens=max_tokens,
+            )
+        ]
+        return "".join(parts)
+
+    async def rate(self, *, prompt: str, model: str) -> int:
+        """The model's 0-100 answer to CONFIDENCE_PROMPT; unparsable → 0 (logged)."""
+        reply = await self.complete(prompt=prompt, model=model, max_tokens=RATE_MAX_TOKENS)
+        score = parse_rating(reply)
+        if score is None:
+            log.warning("unparsable confidence rating, using 0", extra={"reply": reply[:200]})
+            return 0
+        return score
+
+    # ---- models and health ----------------------------------------------------------------
+    async def validate_model(self, model: str) -> str:
+        """Allowed (MODEL_LIMITS) and pulled in Ollama; returns the MODEL_LIMITS key.
+
+        Raises ModelNotAllowedError, ModelUnavailableError, LLMConnectionError.
+        """
+        key = allowlisted_model(model)
+        if key is None:
+            raise ModelNotAllowedError(
+                f"Model '{model}' not in allowlist. Available: {list(MODEL_LIMITS.keys())}"
+            )
+        names, fresh = await self._available_models()
+        if not model_present(key, names) and not fresh:
+            names, _ = await self._available_models(force=True)  # maybe pulled since we looked
+        if not model_present(key, names):
+            raise ModelUnavailableError(f"Model '{key}' not available. Run: ollama pull {key}")
+        return key
+
+    async def list_models(self, *, force: bool = False) -> list[str]:
+        names, _ = await self._available_models(force=force)
+        return list(names)
+
+    async def _available_models(self, *, force: bool = False) -> tuple[tuple[str, ...], bool]:
+        """(/api/tags model names, whether they were just fetched); cached briefly."""
+        now = time.monotonic()
+        cached = self._tags_cache
+        if not force and cached is not None and now - cached[0] < self.tags_cache_seconds:
+            return cached[1], False
+        names = await self._fetch_tags()
+        self._tags_cache = (time.monotonic(), names)
+        return names, True
+
+    async def _fetch_tags(self) -> tuple[str, ...]:
+        timeout = min(self.settings.rag_timeout_seconds, 5.0)
+
+        async def fetch() -> Any:
+            async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout) as client:
+                response = await client.get("/api/tags")
+                response.raise_for_status()
+                return response.json()
+
+        try:
+            data = await retry_async(
+                fetch, policy=self.retry_policy, what="ollama /api/tags",
+                deadline=time.monotonic() + self.settings.rag_timeout_seconds,
+            )
+        except httpx.RequestError as e:  # spec v3: any request failure is a connection error
+            raise LLMConnectionError(f"Cannot connect to Ollama at {self.base_url}: {e!r}") from e
+        except httpx.HTTPStatusError as e:
+            raise LLMResponseError(f"Ollama /api/tags answered HTTP {e.response.status_code}") from e
+        except ValueError as e:
+            raise LLMResponseError(f"Malformed /api/tags answer: {e}") from e
+        models = data.get("models") if isinstance(data, dict) else None
+        return tuple(
+            str(m.get("name") or m.get("model")) for m in models or []
+            if isinstance(m, dict) and (m.get("name") or m.get("model"))
+        )
+
+    async def health(self, *, required: Sequence[str] | None = None) -> dict[str, Any]:
+        """Reachable, models present, required models present, latency. Never raises."""
+        if required is None:
+            required = [self.settings.chat_model]
+            if self.settings.embedding_backend == "ollama":
+                required.append(self.settings.embedding_model)
+        started = time.perf_counter()
+        result: dict[str, Any] = {"base_url": self.base_url, "reachable": False, "models": [],
+                                  "required": list(required), "missing": list(required)}
+        try:
+            names, _ = await self._available_models(force=True)
+        except RAGServiceError as e:
+            result["error"] = str(e)
+        else:
+            result["reachable"] = True
+            result["models"] = list(names)
+            result["missing"] = [m for m in required if not model_present(m, names)]
+        result["latency_ms"] = round((time.perf_counter() - started) * 1000, 1)
+        result["required_model_present"] = result["reachable"] and not result["missing"]
+        result["ok"] = result["required_model_present"]
+        return result
+
+
+async def _pull(agen: Any, timeout: float) -> Any:
+    """Next chunk, or None at the end. Waiting longer than `timeout` cancels the read (which
+    closes the HTTP connection) and raises LLMTimeoutError."""
+    try:
+        return await asyncio.wait_for(agen.__anext__(), timeout=max(timeout, 0.0))
+    except StopAsyncIteration:
+        return None
+    except TimeoutError as e:
+        raise LLMTimeoutError(f"No output from the model within {timeout:.1f} s") from e
+
+
+async def _aclose(agen: Any) -> None:
+    try:
+        await agen.aclose()
+    except Exception:  # closing a broken stream must not hide the error that broke it
+        log.debug("closing the Ollama stream failed", exc_info=True)

@@ -1,0 +1,234 @@
+"""The fake Ollama server speaks the real protocol: langchain-ollama and the ollama client, unmodified,
+work against it over real HTTP."""
+from __future__ import annotations
+
+import json
+import math
+import socket
+import time
+
+import httpx
+import ollama
+import pytest
+from langchain_core.messages import HumanMessage, SystemMessage
+from langchain_ollama import ChatOllama, OllamaEmbeddings
+
+from tests.fakes.ollama_server import FakeOllama
+
+DOC_A = "550e8400-e29b-41d4-a716-446655440000"
+DOC_B = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
+
+SYSTEM_WITH_CONTEXT = f"""You are a helpful assistant.
+CONTEXT (each section has a SourceId for citation):
+[SourceId: {DOC_A}:0]
+[Document: handbook.pdf]
+[Page: 3] [Section: Leave]
+---
+Employees get twenty five days of paid vacation per year.
+---
+[SourceId: {DOC_B}:4]
+[Document: travel.md]
+[Page: N/A] [Section: N/A]
+---
+Travel expenses are reimbursed within thirty days.
+---
+"""
+
+
+def cosine(a: list[float], b: list[float]) -> float:
+    return sum(x * y for x, y in zip(a, b, strict=True))
+
+
+async def test_chat_ollama_streams_scripted_reply_in_pieces(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("Paid leave is twenty five days.")
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url, num_predict=64)
+    chunks = [c async for c in chat.astream([HumanMessage("How much leave?")])]
+    texts = [c.content for c in chunks if c.content]
+    assert "".join(texts) == "Paid leave is twenty five days."
+    assert len(texts) > 5  # streamed piece by piece, not as one blob
+    final = next(c for c in chunks if c.usage_metadata)  # langchain may add an empty last chunk
+    assert final.usage_metadata["input_tokens"] > 0
+    assert final.usage_metadata["output_tokens"] == len(texts)
+    assert final.response_metadata["done_reason"] == "stop"
+    body = fake_ollama.requests_to("/api/chat")[0].body
+    assert body["stream"] is True and body["options"]["num_predict"] == 64
+
+
+async def test_chat_ollama_invoke_non_streaming(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("One.", "Two.")
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    assert (await chat.ainvoke("a")).content == "One."
+    assert (await chat.ainvoke("b")).content == "Two."
+    assert (await chat.ainvoke("c")).content == "Two."  # the last reply sticks
+
+
+def test_ollama_client_non_stream_chat_and_generate(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("Hello world")
+    client = ollama.Client(host=fake_ollama.url)
+    response = client.chat(model="llama3.2", messages=[{"role": "user", "content": "hi"}], stream=False)
+    assert response.message.content == "Hello world"
+    assert response.done is True and response.done_reason == "stop"
+    assert response.prompt_eval_count > 0 and response.eval_count == 3
+    generated = client.generate(model="llama3.2", prompt="Say hello", stream=False)
+    assert generated.response == "Hello world"
+    assert generated.prompt_eval_count > 0
+
+
+def test_generate_with_num_predict_zero_counts_prompt_tokens(fake_ollama: FakeOllama) -> None:
+    text = "Employees get twenty five days of paid vacation per year."
+    response = httpx.post(f"{fake_ollama.url}/api/generate", json={
+        "model": "llama3.2", "prompt": text, "raw": True, "stream": False,
+        "options": {"num_predict": 0},
+    })
+    data = response.json()
+    assert data["response"] == ""
+    assert data["prompt_eval_count"] == fake_ollama.count_tokens(text)
+    assert data["done"] is True and data["eval_count"] == 0
+
+
+def test_streaming_ndjson_over_chunked_http(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("a b")
+    with httpx.stream("POST", f"{fake_ollama.url}/api/generate",
+                      json={"model": "llama3.2", "prompt": "x"}) as response:
+        assert response.headers["transfer-encoding"] == "chunked"
+        assert response.headers["content-type"] == "application/x-ndjson"
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert [line["response"] for line in lines[:-1]] == ["a", " ", "b"]
+    assert lines[-1]["done"] is True and "prompt_eval_count" in lines[-1]
+
+
+def test_reply_citing_uses_source_ids_from_system_prompt(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply_citing(n=2)
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    answer = chat.invoke([SystemMessage(SYSTEM_WITH_CONTEXT), HumanMessage("Leave and travel?")]).content
+    assert f"[SourceId: {DOC_A}:0]" in answer and f"[SourceId: {DOC_B}:4]" in answer
+    assert "twenty five days" in answer  # the cited chunk's own words, for coverage
+    fake_ollama.reply_citing(n=1)
+    answer = chat.invoke([SystemMessage(SYSTEM_WITH_CONTEXT), HumanMessage("Leave?")]).content
+    assert DOC_A in answer and DOC_B not in answer
+
+
+def test_malformed_ids_reply_has_no_valid_source_id(fake_ollama: FakeOllama) -> None:
+    import re
+
+    text = fake_ollama.reply_text_with_malformed_ids()
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    answer = chat.invoke("q").content
+    assert answer == text
+    assert "SourceId" in answer
+    assert re.findall(r"\[SourceId:\s*([a-f0-9-]{36}:\d+)\]", answer) == []
+
+
+def test_rating_answers_the_confidence_prompt_only(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("The answer.")
+    fake_ollama.rating(85)
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    assert chat.invoke("Question?").content == "The answer."
+    prompt = "Evaluate...\nRate the support level from 0-100:\nRespond with ONLY a number"
+    assert chat.invoke(prompt).content == "85"
+    assert chat.invoke("Question again?").content == "The answer."
+
+
+def test_unknown_model_is_404_like_real_ollama(fake_ollama: FakeOllama) -> None:
+    response = httpx.post(f"{fake_ollama.url}/api/chat",
+                          json={"model": "mistral", "messages": [], "stream": False})
+    assert response.status_code == 404
+    assert response.json() == {"error": 'model "mistral" not found, try pulling it first'}
+    chat = ChatOllama(model="mistral", base_url=fake_ollama.url)
+    with pytest.raises(ollama.ResponseError) as info:
+        chat.invoke("hi")
+    assert info.value.status_code == 404
+
+
+def test_tags_show_version(fake_ollama: FakeOllama) -> None:
+    client = ollama.Client(host=fake_ollama.url)
+    assert [m.model for m in client.list().models] == [
+        "llama3.2:latest", "qwen3:8b", "nomic-embed-text:latest"]
+    raw = httpx.get(f"{fake_ollama.url}/api/tags").json()
+    assert raw["models"][0]["name"] == "llama3.2:latest"
+    show = client.show("qwen3:8b")
+    assert show.modelinfo["qwen3.context_length"] == 40960
+    assert "thinking" in show.capabilities
+    assert client.show("nomic-embed-text").modelinfo["nomic-bert.embedding_length"] == 768
+    assert httpx.get(f"{fake_ollama.url}/api/version").json()["version"]
+    fake_ollama.models(["llama3.2", "deepseek-r1:32b"])
+    assert [m.model for m in client.list().models] == ["llama3.2:latest", "deepseek-r1:32b"]
+
+
+async def test_ollama_embeddings_are_deterministic_normalised_and_meaningful(
+    fake_ollama: FakeOllama,
+) -> None:
+    embeddings = OllamaEmbeddings(model="nomic-embed-text", base_url=fake_ollama.url)
+    docs = [
+        "search_document: Employees get twenty five days of paid vacation per year.",
+        "search_document: The cafeteria serves lunch from noon until two.",
+    ]
+    vectors = await embeddings.aembed_documents(docs)
+    query = await embeddings.aembed_query("search_query: how many vacation days do employees get")
+    assert len(vectors) == 2 and len(query) == 768
+    assert math.isclose(math.sqrt(sum(v * v for v in query)), 1.0, rel_tol=1e-9)
+    assert cosine(query, vectors[0]) > cosine(query, vectors[1]) + 0.2
+    assert await embeddings.aembed_documents(docs) == vectors  # deterministic
+    assert fake_ollama.requests_to("/api/embed")[0].body["input"] == docs  # prefixes recorded
+    fake_ollama.embedding_dimension(384)
+    assert len(embeddings.embed_query("x")) == 384
+    single = httpx.post(f"{fake_ollama.url}/api/embed",
+                        json={"model": "nomic-embed-text", "input": "one text"}).json()
+    assert len(single["embeddings"]) == 1
+
+
+def test_reasoning_model_thinking_lands_in_answer_unless_think_false(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("Forty two.")
+    default = ChatOllama(model="qwen3:8b", base_url=fake_ollama.url)
+    assert "<think>" in default.invoke("q").content
+    off = ChatOllama(model="qwen3:8b", base_url=fake_ollama.url, reasoning=False)
+    assert off.invoke("q").content == "Forty two."
+    on = ChatOllama(model="qwen3:8b", base_url=fake_ollama.url, reasoning=True)
+    message = on.invoke("q")
+    assert message.content == "Forty two." and message.additional_kwargs["reasoning_content"]
+
+
+def test_fail_with_status_then_recovers(fake_ollama: FakeOllama) -> None:
+    fake_ollama.fail_with(status=503, times=2)
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    for _ in range(2):
+        with pytest.raises(ollama.ResponseError) as info:
+            chat.invoke("q")
+        assert info.value.status_code == 503
+    assert chat.invoke("q").content
+
+
+def test_first_token_delay_and_stall_are_real_waits(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("one two three")
+    fake_ollama.first_token_delay(0.3)
+    fake_ollama.stall_after(2, 0.3)
+    started = time.monotonic()
+    with httpx.stream("POST", f"{fake_ollama.url}/api/chat", json={
+        "model": "llama3.2", "messages": [{"role": "user", "content": "q"}]}) as response:
+        arrivals = [time.monotonic() - started for line in response.iter_lines() if line]
+    assert arrivals[0] >= 0.3
+    assert arrivals[2] - arrivals[1] >= 0.25  # the stall sits between piece 2 and piece 3
+
+
+def test_refuse_connections_really_refuses_then_recovers(fake_ollama: FakeOllama) -> None:
+    port = fake_ollama.port
+    with httpx.Client() as client:  # a pooled keep-alive connection must not survive either
+        assert client.get(f"{fake_ollama.url}/api/version").status_code == 200
+        fake_ollama.refuse_connections()
+        with pytest.raises(httpx.TransportError):
+            client.get(f"{fake_ollama.url}/api/version")
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    fake_ollama.accept_connections()
+    assert fake_ollama.port == port
+    assert httpx.get(f"{fake_ollama.url}/api/version").status_code == 200
+
+
+def test_requests_are_recorded_and_reset(fake_ollama: FakeOllama) -> None:
+    httpx.get(f"{fake_ollama.url}/api/tags")
+    assert [(r.method, r.path) for r in fake_ollama.requests] == [("GET", "/api/tags")]
+    fake_ollama.reply("custom")
+    fake_ollama.reset()
+    assert fake_ollama.requests == []
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    assert chat.invoke("q").content == "This is the fake model's answer."
