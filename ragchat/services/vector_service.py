@@ -10,7 +10,9 @@ Both store the same points: a named dense vector "dense" (cosine), a named spars
 (Modifier.IDF, vectors from ragchat.services.bm25), and the payload of a ChunkRecord.
 
 Access control (R-RET-2) lives in `access_conditions()` and nowhere else: tenant_id equality AND
-tags any-of (user_tags + "public"). Backends apply it to every prefetch stage and the outer query.
+tags any-of (user_tags + "public"). A search is a batch of stages (dense, BM25), every one of
+which carries that filter into the engine; the stages are fused (RRF) in Python, over hits that
+were already filtered, and re-checked against the same conditions before anything is returned.
 """
 from __future__ import annotations
 
@@ -559,8 +561,10 @@ class VectorService:
 
     Score semantics of `search()`: results come in the fused order (RRF of the dense and BM25
     stages when settings.rag_hybrid_search, else dense order), ties broken by source id, but each
-    `SearchResult.score` is the chunk's cosine similarity to the query embedding, clamped to 0-1,
-    computed with numpy from the dense vector returned with the hit. RRF scores are rank-based and
+    `SearchResult.score` is the chunk's cosine similarity to the query embedding, clamped to 0-1:
+    the dense stage's own (Qdrant cosine) score, or, for a hit only BM25 found, computed with numpy
+    from the dense vector returned with it. RRF is fused client-side (not with the engine's
+    Fusion.Rrf) so that ties are broken by source id (R-RET-6). RRF scores are rank-based and
     meaningless against the 0.3 similarity floor of spec v3; cosine is what that floor means. So a
     BM25-only hit whose meaning is far from the question keeps its place but gets a low score,
     and the quality filter downstream can still drop it.

@@ -279,3 +279,15 @@ async def test_two_services_share_one_edge_shard(make_service):
     assert await b.count() == len(CORPUS)
     await a.close()
     assert await b.count() == len(CORPUS)
+
+
+async def test_unreachable_server_raises_vector_store_error(rag_settings):
+    """A real refused connection: retried (transient), then surfaced as VectorStoreError."""
+    from ragchat.services.errors import VectorStoreError
+
+    client = AsyncQdrantClient(url="http://127.0.0.1:9", timeout=1)
+    backend = ServerBackend(client=client, collection="x", retry_attempts=1, retry_initial_delay=0.01)
+    service = VectorService(rag_settings, CachedEmbedder(HashingEmbedder()), backend=backend)
+    with pytest.raises(VectorStoreError, match="Qdrant collection 'x'"):
+        await service.initialize()
+    await client.close()
