@@ -7,6 +7,7 @@ Nothing here knows about Django: the tag owner lookup is a callable the app pass
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 import uuid
@@ -117,14 +118,19 @@ class RAGService:
             llm = OllamaLLM(settings, base_url=self.ollama_url)
         self.llm = llm
         if token_counter is None:
-            from .tokens import TokenCounter
+            # The LLM client's counter shares the calibration its generations feed.
+            make_counter = getattr(llm, "token_counter", None)
+            if make_counter is not None:
+                token_counter = make_counter()
+            else:
+                from .tokens import TokenCounter
 
-            token_counter = TokenCounter()
+                token_counter = TokenCounter(base_url=self.ollama_url)
         self.token_counter = token_counter
 
-    @property
-    def count_tokens(self) -> Callable[[str], int]:
-        return self.token_counter.count
+    def count_fn(self, model: str) -> Callable[[str], int]:
+        """TokenCounter.count for this model: exact when cached, calibrated estimate otherwise."""
+        return functools.partial(self.token_counter.count, model=model)
 
     async def generate(self, request: RAGRequest) -> RAGResponse:
         """Run the whole pipeline and return the response (the stream, consumed)."""
@@ -194,7 +200,7 @@ class RAGService:
         # 3. Token budget: system prompt + question are fixed; history and chunks are cut to fit.
         budget = TokenBudget(model, self.settings)
         fixed_part = RAG_SYSTEM_PROMPT.format(context="", chat_history="") + "\n" + request.query
-        _, history_str, chunks = budget.allocate(fixed_part, history, results, self.count_tokens)
+        _, history_str, chunks = budget.allocate(fixed_part, history, results, self.count_fn(model))
         logger.info(
             "token budget applied",
             extra={
@@ -407,7 +413,8 @@ class RAGService:
             vector_store = {"ok": True, **vector_store}
         except Exception as e:
             vector_store = {"ok": False, "error": str(e)}
-        healthy = bool(ollama.get("reachable")) and bool(vector_store.get("ok"))
+        ollama_ok = ollama.get("ok", ollama.get("reachable"))
+        healthy = bool(ollama_ok) and bool(vector_store.get("ok"))
         return {
             "status": "ok" if healthy else "degraded",
             "ollama": ollama,
