@@ -1,13 +1,16 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
+from chat import views as chat_views
 from ragchat import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", chat_views.chat_home, name="home"),
+    path("chat/", include("chat.urls")),
     path("health", views.health, name="health"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("documents/", include("documents.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,3 +1,6 @@
 """Every websocket route of the project. Apps add theirs here."""
 
-websocket_urlpatterns: list = []
+from chat.ws_urls import websocket_urlpatterns as _chat_ws
+from documents.routing import websocket_urlpatterns as _documents_ws
+
+websocket_urlpatterns: list = [*_chat_ws, *_documents_ws]

@@ -1,0 +1,404 @@
+"""Writes: create, replace, ingest, re-index and delete documents; tags.
+
+Ingestion (R-DOC-3): parse -> chunk -> embed in batches -> upsert, with progress reported after each
+step. Integrity (R-DOC-6): one document per content hash per tenant; a new version deletes the old
+chunks before the new ones go in; any failure deletes whatever was upserted and marks the document
+failed with a reason the uploader can read; delete removes every vector and checks the count.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import re
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from asgiref.sync import async_to_sync, sync_to_async
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+from django.utils.text import slugify
+
+from documents.models import PUBLIC_TAG_SLUG, Document, Tag
+from documents.selectors import tags_uploadable_by, user_is_admin
+from ragchat import runtime
+from ragchat.services.errors import (
+    DocumentError,
+    EmbeddingError,
+    EmptyDocumentError,
+    VectorStoreError,
+)
+from ragchat.services.parsing import DEFAULT_MAX_UNPACKED_BYTES, detect_kind, parse_document, safe_filename
+from ragchat.services.types import ChunkRecord
+
+logger = logging.getLogger(__name__)
+
+
+class UploadRefused(Exception):
+    """The upload is refused before anything is stored; the message is for the uploader."""
+
+
+class DuplicateDocument(UploadRefused):
+    def __init__(self, message: str, existing: Document) -> None:
+        super().__init__(message)
+        self.existing = existing
+
+
+# ------------------------------------------------------------------------------------- tags
+
+
+def tag_ensure_public(*, tenant_id: str) -> Tag:
+    tag, _ = Tag.objects.get_or_create(
+        tenant_id=tenant_id,
+        slug=PUBLIC_TAG_SLUG,
+        defaults={"name": "Public", "description": "Readable by every signed-in user of the tenant."},
+    )
+    return tag
+
+
+def tag_create(*, tenant_id: str, name: str, slug: str = "", owner=None, members=(), description: str = "") -> Tag:
+    tag, _ = Tag.objects.update_or_create(
+        tenant_id=tenant_id,
+        slug=slug or slugify(name),
+        defaults={"name": name, "owner": owner, "description": description},
+    )
+    if members:
+        tag.members.add(*members)
+    return tag
+
+
+# ------------------------------------------------------------------------------------- upload
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _check_upload(*, data: bytes, filename: str) -> str:
+    """Cheap checks done before storing anything: size, emptiness, a type we can read."""
+    name = safe_filename(filename)
+    limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
+    if len(data) > limit:
+        raise UploadRefused(
+            f"{name}: this file is {len(data) / (1024 * 1024):.1f} MB; the limit is {limit / (1024 * 1024):.0f} MB."
+        )
+    if not data or not data.strip():
+        raise UploadRefused(f"{name}: this file is empty.")
+    try:
+        detect_kind(data=data, filename=name)
+    except DocumentError as e:
+        raise UploadRefused(f"{name}: {e}") from e
+    return name
+
+
+def _check_tags(*, user, tags: Sequence[Tag]) -> None:
+    if not tags:
+        raise UploadRefused("Choose at least one tag: tags decide who can read the document.")
+    allowed = set(tags_uploadable_by(user=user).values_list("pk", flat=True))
+    refused = [t.name for t in tags if t.pk not in allowed]
+    if refused:
+        raise UploadRefused(f"You may not upload to: {', '.join(sorted(refused))}.")
+
+
+def _duplicate(*, tenant_id: str, digest: str, exclude=None) -> Document | None:
+    documents = Document.objects.filter(tenant_id=tenant_id, content_hash=digest)
+    if exclude is not None:
+        documents = documents.exclude(pk=exclude.pk)
+    return documents.first()
+
+
+def _duplicate_message(name: str, existing: Document) -> str:
+    return f"{name}: this content already exists as “{existing.title}”; it was not indexed again."
+
+
+def document_create(*, user, data: bytes, filename: str, tags: Sequence[Tag]) -> Document:
+    """Store an upload as a queued document (the caller enqueues ingestion). Raises UploadRefused."""
+    name = _check_upload(data=data, filename=filename)
+    _check_tags(user=user, tags=tags)
+    digest = content_hash(data)
+    existing = _duplicate(tenant_id=user.tenant_id, digest=digest)
+    if existing is not None:
+        raise DuplicateDocument(_duplicate_message(name, existing), existing)
+    document = Document(
+        tenant_id=user.tenant_id,
+        title=name.rsplit(".", 1)[0] or name,
+        original_filename=name,
+        content_hash=digest,
+        size=len(data),
+        uploaded_by=user,
+        status=Document.Status.QUEUED,
+        stage="Waiting to start",
+    )
+    try:
+        with transaction.atomic():
+            document.file.save(name, ContentFile(data), save=False)
+            document.save()
+            document.tags.set(tags)
+    except IntegrityError as e:  # a concurrent upload of the same bytes won the race
+        document.file.delete(save=False)
+        existing = _duplicate(tenant_id=user.tenant_id, digest=digest)
+        if existing is None:
+            raise
+        raise DuplicateDocument(_duplicate_message(name, existing), existing) from e
+    return document
+
+
+def document_replace_file(*, document: Document, data: bytes, filename: str) -> Document:
+    """A new version of the same document: same id, new original; ingestion replaces the chunks."""
+    name = _check_upload(data=data, filename=filename)
+    digest = content_hash(data)
+    if digest == document.content_hash:
+        raise UploadRefused(f"{name}: this is the same content as the current version.")
+    existing = _duplicate(tenant_id=document.tenant_id, digest=digest, exclude=document)
+    if existing is not None:
+        raise DuplicateDocument(_duplicate_message(name, existing), existing)
+    old_file = document.file.name
+    document.file.save(name, ContentFile(data), save=False)
+    document.original_filename = name
+    document.content_hash = digest
+    document.size = len(data)
+    document.version += 1
+    _reset_for_queue(document)
+    document.save()
+    if old_file and old_file != document.file.name:
+        document.file.storage.delete(old_file)
+    return document
+
+
+def _reset_for_queue(document: Document) -> None:
+    document.status = Document.Status.QUEUED
+    document.stage = "Waiting to start"
+    document.progress = 0
+    document.error = ""
+
+
+def document_requeue(*, document: Document) -> Document:
+    """Retry or re-index: back to queued (the caller enqueues ingestion)."""
+    _reset_for_queue(document)
+    document.save(update_fields=["status", "stage", "progress", "error", "updated_at"])
+    return document
+
+
+# ------------------------------------------------------------------------------------- progress
+
+ProgressReporter = Callable[[Document], Awaitable[None]]
+
+
+def progress_group(tenant_id: str) -> str:
+    """Channel-layer group of a tenant's document events (names allow [A-Za-z0-9_.-] only)."""
+    return "documents." + re.sub(r"[^A-Za-z0-9_.-]", "_", tenant_id)[:80]
+
+
+async def broadcast_document(document: Document) -> None:
+    """Tell the tenant's open document pages that this row changed; consumers check access."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        await layer.group_send(
+            progress_group(document.tenant_id),
+            {"type": "document.changed", "document_id": str(document.id)},
+        )
+    except Exception as e:  # progress is a nicety; never fail ingestion over it
+        logger.warning("document progress push failed: %s", e)
+
+
+async def _save(document: Document, **fields) -> None:
+    for key, value in fields.items():
+        setattr(document, key, value)
+    await sync_to_async(document.save, thread_sensitive=True)(update_fields=[*fields, "updated_at"])
+
+
+# ------------------------------------------------------------------------------------- ingestion
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    document_id: str
+    status: str
+    chunk_count: int
+    error: str = ""
+
+
+def _claim(document_id: str) -> Document | None:
+    """Move a queued document to processing, atomically: a second worker finds nothing to do."""
+    claimed = Document.objects.filter(pk=document_id, status=Document.Status.QUEUED).update(
+        status=Document.Status.PROCESSING, stage="Reading the file", progress=2, error="", updated_at=timezone.now()
+    )
+    if not claimed:
+        return None
+    document = Document.objects.get(pk=document_id)
+    document._tag_slugs = sorted(document.tags.values_list("slug", flat=True))  # type: ignore[attr-defined]
+    return document
+
+
+def _read_original(document: Document) -> bytes:
+    with document.file.open("rb") as handle:
+        return handle.read()
+
+
+def failure_message(error: BaseException) -> str:
+    """What the uploader reads when ingestion fails."""
+    if isinstance(error, DocumentError):
+        return str(error)
+    if isinstance(error, EmbeddingError):
+        return f"The embedding model failed while indexing; try again later. ({error})"[:500]
+    if isinstance(error, VectorStoreError):
+        return f"The search index could not store the document; try again later. ({error})"[:500]
+    if isinstance(error, FileNotFoundError):
+        return "The stored original is missing; upload the file again."
+    return f"Indexing failed unexpectedly ({type(error).__name__}: {error}); try again or contact an admin."[:500]
+
+
+async def document_ingest(document_id: str, *, report: ProgressReporter | None = None) -> IngestResult:
+    """Parse, chunk, embed in batches and upsert one queued document; on any failure, leave no vectors.
+
+    `report` is awaited after each step with the document (stage/progress set) — by default it
+    pushes the row to the tenant's open pages. An exception from it fails the ingestion like any
+    other (tests use that to inject a failure after some batches were upserted).
+    """
+    report = report or broadcast_document
+    document = await sync_to_async(_claim, thread_sensitive=True)(str(document_id))
+    if document is None:
+        current = await Document.objects.filter(pk=document_id).values_list("status", "chunk_count").afirst()
+        status, chunks = current if current else ("missing", 0)
+        return IngestResult(str(document_id), status, chunks)
+    await report(document)
+    rag = runtime.rag_settings()
+    vectors = await runtime.ready_vector_service()
+    embedder = runtime.embedder()
+    tenant_id = document.tenant_id
+    doc_id = document.document_id
+    try:
+        data = await asyncio.to_thread(_read_original, document)
+        parsed = await asyncio.to_thread(
+            parse_document,
+            data=data,
+            filename=document.original_filename,
+            max_bytes=settings.RAGCHAT_MAX_UPLOAD_BYTES,
+            max_unpacked_bytes=DEFAULT_MAX_UNPACKED_BYTES,
+        )
+        await _save(document, stage="Splitting into chunks", progress=10, title=parsed.title[:300] or document.title,
+                    mime_type=parsed.mime_type, kind=parsed.kind, pages=parsed.pages)
+        await report(document)
+        from ragchat.services.chunking import chunk_document
+
+        chunks = await asyncio.to_thread(
+            chunk_document,
+            parsed=parsed,
+            chunk_size=rag.effective_chunk_size,
+            overlap=rag.chunk_overlap_tokens,
+            count_tokens=embedder.count_tokens,
+        )
+        if not chunks:
+            raise EmptyDocumentError("No text to index was found in this file.")
+        records = [
+            ChunkRecord(
+                document_id=doc_id,
+                chunk_index=chunk.chunk_index,
+                document_name=document.title,
+                chunk_text=chunk.text,
+                tags=tuple(document._tag_slugs),  # type: ignore[attr-defined]
+                tenant_id=tenant_id,
+                page_number=chunk.page_number,
+                section=chunk.section,
+                token_count=chunk.token_count,
+            )
+            for chunk in chunks
+        ]
+        # A new version (or a re-index) replaces the chunks: the old ones go first.
+        await vectors.delete_document(doc_id, tenant_id=tenant_id)
+        batch_size = max(1, rag.embedding_batch_size)
+        done = 0
+        for start in range(0, len(records), batch_size):
+            batch = records[start : start + batch_size]
+            embedded = await embedder.embed_documents([r.chunk_text for r in batch])
+            await vectors.upsert_chunks(batch, embedded)
+            done += len(batch)
+            await _save(document, stage=f"Indexed {done} of {len(records)} chunks",
+                        progress=10 + int(88 * done / len(records)))
+            await report(document)
+        stored = await vectors.count(document_id=doc_id, tenant_id=tenant_id)
+        if stored != len(records):
+            raise VectorStoreError(f"expected {len(records)} chunks in the index, found {stored}")
+    except Exception as e:
+        return await _fail(document, e, vectors=vectors, report=report)
+    await _save(
+        document,
+        status=Document.Status.READY,
+        stage="Ready",
+        progress=100,
+        chunk_count=len(records),
+        warnings=list(parsed.warnings),
+        indexed_at=timezone.now(),
+    )
+    await report(document)
+    logger.info("document indexed", extra={"document_id": doc_id, "chunks": len(records)})
+    return IngestResult(doc_id, document.status, len(records))
+
+
+async def _fail(document: Document, error: BaseException, *, vectors, report: ProgressReporter) -> IngestResult:
+    if not isinstance(error, DocumentError):
+        logger.exception("ingestion of %s failed", document.id)
+    try:
+        await vectors.delete_document(document.document_id, tenant_id=document.tenant_id)
+    except Exception as cleanup_error:  # keep the first reason; the row says it failed either way
+        logger.error("could not remove partial vectors of %s: %s", document.id, cleanup_error)
+    message = failure_message(error)
+    await _save(document, status=Document.Status.FAILED, stage="Failed", progress=0, chunk_count=0, error=message)
+    try:
+        await broadcast_document(document)
+    except Exception:
+        pass
+    return IngestResult(document.document_id, document.status, 0, message)
+
+
+def document_ingest_sync(document_id, *, report: ProgressReporter | None = None) -> IngestResult:
+    return async_to_sync(document_ingest)(str(document_id), report=report)
+
+
+# ------------------------------------------------------------------------------------- delete
+
+
+async def document_delete_vectors(*, document_id: str, tenant_id: str) -> int:
+    """Remove every chunk of the document and verify none is left; returns how many were removed."""
+    vectors = await runtime.ready_vector_service()
+    removed = await vectors.delete_document(document_id, tenant_id=tenant_id)
+    left = await vectors.count(document_id=document_id, tenant_id=tenant_id)
+    if left:
+        raise VectorStoreError(f"{left} chunks of {document_id} are still in the index after delete")
+    return removed
+
+
+def document_delete(*, document: Document) -> int:
+    """Delete vectors first (the row stays if that fails, so it can be retried), then file and row."""
+    removed = async_to_sync(document_delete_vectors)(document_id=document.document_id, tenant_id=document.tenant_id)
+    storage, name = document.file.storage, document.file.name
+    tenant_id, document_id = document.tenant_id, document.document_id
+    document.delete()
+    if name:
+        storage.delete(name)
+    _notify_deleted(tenant_id=tenant_id, document_id=document_id)
+    return removed
+
+
+def _notify_deleted(*, tenant_id: str, document_id: str) -> None:
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(
+            progress_group(tenant_id), {"type": "document.changed", "document_id": document_id}
+        )
+    except Exception as e:
+        logger.warning("document delete push failed: %s", e)
+
+
+def user_may_upload_to(*, user, tag: Tag) -> bool:
+    return user_is_admin(user) or tag.owner_id == user.pk

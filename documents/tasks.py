@@ -1,0 +1,97 @@
+"""Where ingestion runs.
+
+- "inprocess" (embedded default): bounded asyncio tasks on the server's own event loop. The embedded
+  Qdrant can be opened by one process only, and the server already holds it, so ingestion must
+  live in that process; parsing, chunking and the local model run in worker threads, so the loop
+  keeps serving pages and websockets. At most RAGCHAT_INGEST_CONCURRENCY documents run at once.
+- "tasks" (scale-out, QDRANT_URL set): django-tasks with its database backend (django-tasks-db);
+  `manage.py db_worker --queue-name ingestion` processes pick the documents up. Why django-tasks:
+  it is the backport of Django 6.0's built-in tasks API (no new concepts, moves into Django core),
+  and its database backend needs no broker beyond the PostgreSQL we already run.
+
+Outside a server (management commands, tests with the sync client) there is no long-lived loop to
+hand work to, so ingestion runs to completion before enqueue returns.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from asgiref.sync import SyncToAsync, async_to_sync
+from django.conf import settings
+from django_tasks import task
+
+logger = logging.getLogger(__name__)
+
+_semaphores: dict[int, asyncio.Semaphore] = {}
+_running: set[asyncio.Task] = set()  # strong references: the loop only keeps weak ones
+
+
+@task(queue_name="ingestion")
+def ingest_document_task(document_id: str) -> str:
+    from documents.services import document_ingest
+
+    result = async_to_sync(document_ingest)(document_id)
+    return result.status
+
+
+async def _run_bounded(document_id: str) -> None:
+    from documents.services import document_ingest
+
+    loop = asyncio.get_running_loop()
+    semaphore = _semaphores.get(id(loop))
+    if semaphore is None:
+        semaphore = _semaphores[id(loop)] = asyncio.Semaphore(max(1, settings.RAGCHAT_INGEST_CONCURRENCY))
+    async with semaphore:
+        try:
+            await document_ingest(document_id)
+        except Exception:  # document_ingest records failures itself; this is a last resort
+            logger.exception("ingestion task for %s crashed", document_id)
+
+
+def _spawn(document_id: str) -> asyncio.Task:
+    task_ = asyncio.get_running_loop().create_task(_run_bounded(document_id), name=f"ingest-{document_id}")
+    _running.add(task_)
+    task_.add_done_callback(_running.discard)
+    return task_
+
+
+def _server_loop() -> asyncio.AbstractEventLoop | None:
+    """The server's event loop when called from a sync view that Django runs for an ASGI server."""
+    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    if loop is not None and loop.is_running() and not loop.is_closed():
+        return loop
+    return None
+
+
+def ingestion_enqueue(document_id) -> str:
+    """Start ingesting a queued document; returns how ("worker", "background" or "inline")."""
+    document_id = str(document_id)
+    if settings.RAGCHAT_INGEST_BACKEND == "tasks":
+        ingest_document_task.enqueue(document_id)
+        return "worker"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        _spawn(document_id)
+        return "background"
+    loop = _server_loop()
+    if loop is not None:
+        asyncio.run_coroutine_threadsafe(_spawn_coroutine(document_id), loop).result(timeout=10)
+        return "background"
+    from documents.services import document_ingest_sync
+
+    document_ingest_sync(document_id)
+    return "inline"
+
+
+async def _spawn_coroutine(document_id: str) -> None:
+    _spawn(document_id)
+
+
+async def wait_for_background_ingestion(timeout: float = 60) -> None:
+    """Let running in-process ingestions finish (graceful shutdown, tests)."""
+    if _running:
+        await asyncio.wait(list(_running), timeout=timeout)

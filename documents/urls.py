@@ -1,0 +1,16 @@
+from django.urls import path
+
+from documents import views
+
+app_name = "documents"
+
+urlpatterns = [
+    path("", views.document_list, name="list"),
+    path("upload", views.document_upload, name="upload"),
+    path("<uuid:document_id>/", views.document_detail, name="detail"),
+    path("<uuid:document_id>/row", views.document_row, name="row"),
+    path("<uuid:document_id>/file", views.document_download, name="download"),
+    path("<uuid:document_id>/retry", views.document_retry, name="retry"),
+    path("<uuid:document_id>/replace", views.document_replace, name="replace"),
+    path("<uuid:document_id>/delete", views.document_delete, name="delete"),
+]

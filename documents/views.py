@@ -1,0 +1,203 @@
+"""Document pages: list with filters and tag facets, htmx upload, detail, download, retry, replace, delete.
+
+Every lookup goes through selectors that apply the tag rule; a document the user may not read is a
+404, the same as one that does not exist. Document-derived strings are always auto-escaped.
+"""
+from __future__ import annotations
+
+import mimetypes
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+
+from documents import selectors, services
+from documents.forms import FilterForm, ReplaceForm, UploadForm
+from documents.tasks import ingestion_enqueue
+
+
+def row_context(*, user, document) -> dict:
+    return {"d": document, "can_manage": selectors.user_can_manage_document(user=user, document=document)}
+
+
+def render_row(*, user, document) -> str:
+    return render_to_string("documents/_row.html", row_context(user=user, document=document))
+
+
+@login_required
+@require_GET
+def document_list(request):
+    filters = FilterForm(request.GET or None)
+    values = filters.cleaned_data if filters.is_valid() else {}
+    documents = selectors.documents_for_user(
+        user=request.user,
+        tag=values.get("tag") or None,
+        status=values.get("status") or None,
+        kind=values.get("kind") or None,
+        query=values.get("q") or None,
+    )
+    uploadable = selectors.tags_uploadable_by(user=request.user)
+    rows = [row_context(user=request.user, document=d) for d in documents[:200]]
+    context = {
+        "filters": filters,
+        "active_tag": values.get("tag") or "",
+        "facets": selectors.tag_facets(user=request.user, documents=selectors.documents_for_user(user=request.user)),
+        "rows": rows,
+        "total": documents.count(),
+        "upload_form": UploadForm(tag_choices=uploadable) if uploadable.exists() else None,
+        "max_upload_mb": settings.RAGCHAT_MAX_UPLOAD_BYTES // (1024 * 1024),
+    }
+    return render(request, "documents/list.html", context)
+
+
+def _upload_one(*, user, upload, tags) -> tuple[object | None, str | None]:
+    limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
+    name = services.safe_filename(upload.name or "document")
+    if upload.size > limit:  # refuse before reading it into memory
+        return None, f"{name}: this file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB."
+    try:
+        document = services.document_create(user=user, data=upload.read(), filename=upload.name or "", tags=tags)
+    except services.UploadRefused as e:
+        return None, str(e)
+    return document, None
+
+
+@login_required
+@require_POST
+def document_upload(request):
+    uploadable = selectors.tags_uploadable_by(user=request.user)
+    if not uploadable.exists():
+        raise Http404("You cannot upload documents.")
+    form = UploadForm(request.POST, request.FILES, tag_choices=uploadable)
+    created, refused = [], []
+    if form.is_valid():
+        for upload in form.cleaned_data["files"]:
+            document, error = _upload_one(user=request.user, upload=upload, tags=list(form.cleaned_data["tags"]))
+            if error:
+                refused.append(error)
+            else:
+                created.append(document)
+    else:
+        refused.extend(f"{field}: {' '.join(errors)}" if field != "__all__" else " ".join(errors)
+                       for field, errors in form.errors.items())
+    for document in created:
+        ingestion_enqueue(document.id)
+        document.refresh_from_db()
+    if not request.htmx:
+        for document in created:
+            messages.success(request, f"{document.original_filename}: uploaded; indexing started.")
+        for error in refused:
+            messages.error(request, error)
+        return redirect("documents:list")
+    context = {
+        "created": [row_context(user=request.user, document=d) for d in created],
+        "refused": refused,
+    }
+    return render(request, "documents/_upload_result.html", context)
+
+
+@login_required
+@require_GET
+def document_detail(request, document_id):
+    document = selectors.document_for_user(user=request.user, document_id=document_id)
+    context = {
+        **row_context(user=request.user, document=document),
+        "replace_form": ReplaceForm(),
+    }
+    return render(request, "documents/detail.html", context)
+
+
+@login_required
+@require_GET
+def document_row(request, document_id):
+    document = selectors.document_for_user(user=request.user, document_id=document_id)
+    return HttpResponse(render_row(user=request.user, document=document))
+
+
+@login_required
+@require_GET
+def document_download(request, document_id):
+    document = selectors.document_for_user(user=request.user, document_id=document_id)
+    try:
+        handle = document.file.open("rb")
+    except (FileNotFoundError, ValueError) as e:
+        raise Http404("The original file is missing.") from e
+    # Always an attachment, never rendered by the browser: an uploaded HTML page must not run here.
+    content_type = document.mime_type or mimetypes.guess_type(document.original_filename)[0] or ""
+    if not content_type or content_type.startswith("text/html"):
+        content_type = "application/octet-stream"
+    response = FileResponse(handle, as_attachment=True, filename=document.original_filename, content_type=content_type)
+    response["Content-Security-Policy"] = "sandbox; default-src 'none'"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+def _managed_document(request, document_id):
+    document = selectors.document_for_user(user=request.user, document_id=document_id)
+    if not selectors.user_can_manage_document(user=request.user, document=document):
+        raise Http404("No such document.")  # readers may not learn more than that it is not theirs to change
+    return document
+
+
+def _row_or_redirect(request, document, message: str | None = None, level=messages.SUCCESS):
+    if request.htmx:
+        return HttpResponse(render_row(user=request.user, document=document))
+    if message:
+        messages.add_message(request, level, message)
+    return redirect("documents:detail", document_id=document.id)
+
+
+@login_required
+@require_POST
+def document_retry(request, document_id):
+    document = _managed_document(request, document_id)
+    if document.is_busy:
+        return _row_or_redirect(request, document, "This document is already being indexed.", messages.INFO)
+    services.document_requeue(document=document)
+    ingestion_enqueue(document.id)
+    document.refresh_from_db()
+    return _row_or_redirect(request, document, "Indexing started again.")
+
+
+@login_required
+@require_POST
+def document_replace(request, document_id):
+    document = _managed_document(request, document_id)
+    form = ReplaceForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, "Choose the file of the new version.")
+        return redirect("documents:detail", document_id=document.id)
+    if document.is_busy:
+        messages.info(request, "Wait until the current indexing finishes, then upload the new version.")
+        return redirect("documents:detail", document_id=document.id)
+    upload = form.cleaned_data["file"]
+    limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
+    if upload.size > limit:
+        messages.error(request, f"This file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB.")
+        return redirect("documents:detail", document_id=document.id)
+    try:
+        services.document_replace_file(document=document, data=upload.read(), filename=upload.name or "")
+    except services.UploadRefused as e:
+        messages.error(request, str(e))
+        return redirect("documents:detail", document_id=document.id)
+    ingestion_enqueue(document.id)
+    messages.success(request, f"Version {document.version} uploaded; its chunks replace the previous version's.")
+    return redirect("documents:detail", document_id=document.id)
+
+
+@login_required
+@require_POST
+def document_delete(request, document_id):
+    document = _managed_document(request, document_id)
+    if document.status == document.Status.PROCESSING:
+        return _row_or_redirect(request, document, "Wait until indexing finishes, then delete.", messages.INFO)
+    title = document.title
+    services.document_delete(document=document)
+    if request.htmx:
+        return HttpResponse("")
+    messages.success(request, f"“{title}” and its indexed chunks were deleted.")
+    return redirect("documents:list")
