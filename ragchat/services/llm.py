@@ -183,7 +183,7 @@ class OllamaLLM:
             reasoning=False if is_reasoning_model(model) else None,
             keep_alive=self.settings.ollama_keep_alive or None,
             # Backstop for the per-chunk wait below (which fires first, just under this).
-            client_kwargs={"timeout": httpx.Timeout(timeout + 1.0, connect=min(timeout, 5.0))},
+            client_kwargs={"timeout": httpx.Timeout(timeout + 5.0, connect=min(timeout, 5.0))},
         )
         per_loop[(model, num_predict)] = chat
         return chat
