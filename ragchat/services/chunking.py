@@ -77,7 +77,6 @@ ABBREVIATIONS = frozenset(
 _CANDIDATE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s)")
 _CJK_END = re.compile(r"[\u3002\uff01\uff1f]+")
 _PARAGRAPH_BREAK = re.compile(r"\n\s*\n|\n(?=\s*(?:[-*\u2022\u25aa]\s|\d{1,3}[.)]\s))")
-_LAST_WORD = re.compile(r"(\S+)$")
 
 
 def split_sentences(text: str) -> list[str]:
@@ -115,8 +114,9 @@ def _is_boundary(text: str, match: re.Match) -> bool:
     punctuation = match.group(0)
     if not punctuation.startswith(".") or punctuation.startswith(".."):
         return True  # "!", "?", an ellipsis
-    word_match = _LAST_WORD.search(text, 0, match.start())
-    word = (word_match.group(1) if word_match else "").lstrip("\"'(\u201c\u2018[").lower()
+    # only a short look-back: searching from the paragraph start made long paragraphs quadratic
+    before = text[max(0, match.start() - 40):match.start()].split()
+    word = (before[-1] if before else "").lstrip("\"'(\u201c\u2018[").lower()
     if word in ABBREVIATIONS:
         return False
     if len(word) == 1 and word.isalpha():

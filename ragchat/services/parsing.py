@@ -108,8 +108,7 @@ def parse_document(
 def detect_kind(*, data: bytes, filename: str) -> str:
     """Return the parser kind for these bytes, or raise UnsupportedDocumentError."""
     extension = PurePosixPath(filename.lower()).suffix
-    head = data[:1024]
-    if b"%PDF-" in head:
+    if _looks_like_pdf(data):
         return "pdf"
     if data.startswith(b"PK\x03\x04"):
         return _zip_kind(data)
@@ -133,6 +132,13 @@ def detect_kind(*, data: bytes, filename: str) -> str:
     if extension in MARKDOWN_EXTENSIONS:
         return "markdown"
     return "text"
+
+
+def _looks_like_pdf(data: bytes) -> bool:
+    """%PDF- at the start; readers also accept it after junk within 1 KB if the file ends like a PDF."""
+    if data.lstrip(b"\xef\xbb\xbf \t\r\n").startswith(b"%PDF-"):
+        return True
+    return 0 < data.find(b"%PDF-", 0, 1024) and b"%%EOF" in data[-2048:]
 
 
 def _zip_kind(data: bytes) -> str:
@@ -327,7 +333,11 @@ def _pdf_metadata_title(reader) -> str:
         title = reader.metadata.title if reader.metadata else None
     except Exception:
         return ""
-    return _clean_inline(str(title)) if title else ""
+    if not title:
+        return ""
+    # Office exporters write "Microsoft Word - minutes.docx"; the file's own name is the useful part.
+    title = re.sub(r"^Microsoft (Word|PowerPoint|Excel) - ", "", _clean_inline(str(title)))
+    return re.sub(r"\.(docx?|pptx?|xlsx?|odt|rtf)$", "", title, flags=re.IGNORECASE)
 
 
 # --------------------------------------------------------------------------------------------
@@ -462,10 +472,11 @@ def _parse_html(*, data: bytes, filename: str, max_unpacked_bytes: int) -> Parse
     head_title = _clean_inline(title_tag.get_text(" ")) if title_tag else ""
     for tag in soup.find_all(HTML_DROP):
         tag.decompose()
-    root = soup.find("main") or soup.find("article") or soup.body or soup
-    if root is not soup.find("main") and root is not soup.find("article"):
+    main = soup.find("main") or soup.find("article")
+    root = main or soup.body or soup
+    if main is None:  # no marked main content: drop the site header, keep headers of sections
         for header in root.find_all("header"):
-            if header.find_parent(["article", "main"]) is None:
+            if header.find_parent(["article", "main", "section"]) is None:
                 header.decompose()
     blocks = _HtmlWalker().run(root)
     first_heading = next((b.text for b in blocks if b.is_heading), "")

@@ -308,3 +308,25 @@ def test_safe_filename_caps_long_names_and_keeps_the_extension():
 
 def test_safe_filename_accepts_undecodable_bytes():
     assert safe_filename(b"r\xe9sum\xe9.pdf") == "r\ufffdsum\ufffd.pdf"
+
+
+def test_text_that_mentions_the_pdf_magic_is_still_text():
+    data = b"Notes on file formats.\n\nEvery PDF starts with %PDF-1.7 in its header.\n"
+    parsed = parse_document(data=data, filename="formats.txt")
+    assert parsed.kind == "text"
+    assert "%PDF-1.7" in parsed.text
+
+
+def test_pdf_after_leading_junk_is_still_a_pdf():
+    data = b"\r\n junk bytes \r\n" + docgen.make_pdf(["Late header."])
+    assert detect_kind(data=data, filename="x.bin") == "pdf"
+
+
+def test_office_export_title_is_cleaned():
+    from pypdf import PdfReader, PdfWriter
+
+    writer = PdfWriter(clone_from=PdfReader(io.BytesIO(docgen.make_pdf(["Body."]))))
+    writer.add_metadata({"/Title": "Microsoft Word - Budget 2026.docx"})
+    out = io.BytesIO()
+    writer.write(out)
+    assert parse_document(data=out.getvalue(), filename="b.pdf").title == "Budget 2026"
