@@ -1,1 +1,74 @@
-from django.db import models  # noqa: F401
+"""Chat sessions and their messages. A session belongs to one user; its messages are the history
+passed (token budgeted) to the RAG core and rendered server-side on the session page."""
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+DEFAULT_TITLE = "New chat"
+
+
+class ChatSession(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="chat_sessions")
+    title = models.CharField(max_length=120, default=DEFAULT_TITLE)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True, db_index=True)
+
+    class Meta:
+        ordering = ["-updated_at", "-created_at"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user", "User"
+        ASSISTANT = "assistant", "Assistant"
+        OWNER = "owner", "Owner"  # a human answer (tag owner or admin), delivered by routing
+
+    class Status(models.TextChoices):
+        STREAMING = "streaming", "Streaming"
+        COMPLETE = "complete", "Complete"
+        INTERRUPTED = "interrupted", "Interrupted"  # generation failed after some text streamed
+        FAILED = "failed", "Failed"  # generation failed before any text
+
+    session = models.ForeignKey(ChatSession, on_delete=models.CASCADE, related_name="messages")
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.TextField(blank=True, default="")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    # The answer's citations (spec v3 Citation fields, as dicts), in order of first use.
+    citations = models.JSONField(default=list, blank=True)
+    # The passages retrieved for the turn (Citation-shaped dicts): shown as search results when
+    # generation failed, and used to resolve markers in a partial answer.
+    passages = models.JSONField(default=list, blank=True)
+    # {"overall": int, "retrieval": float, "coverage": float, "llm": int} or {} (no score).
+    confidence = models.JSONField(default=dict, blank=True)
+    action = models.CharField(max_length=8, blank=True, default="")  # CITE / ROUTE / ""
+    route_target = models.JSONField(null=True, blank=True)  # spec v3 RouteTarget as a dict
+    model = models.CharField(max_length=120, blank=True, default="")
+    query_strategy = models.CharField(max_length=80, blank=True, default="")
+    retrieval_query = models.TextField(blank=True, default="")
+    timings = models.JSONField(default=dict, blank=True)  # per-stage ms: embed, search, generate, rate, total
+    request_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
+    error = models.TextField(blank=True, default="")  # the sentence shown to the user
+    error_type = models.CharField(max_length=64, blank=True, default="")  # exception class, for ops
+    # For an owner/assistant answer: the author (owner answers), and the user message it answers.
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reply_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["session", "created_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.role}: {self.content[:40]}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status != self.Status.STREAMING

@@ -1,0 +1,153 @@
+"""`ws/chat/<session_id>/`: one open tab of a chat session.
+
+Auth and ownership are checked before accept() (a stranger's handshake is refused; the origin is
+checked by AllowedHostsOriginValidator in asgi.py). The consumer only validates and starts turns:
+the answer itself is produced by chat.turns in a task the process owns, and reaches every tab of the
+session through its channel group.
+
+Frames in (htmx ws extension: the form's values as JSON): {"question": "..."} or {"retry": "<id>"}.
+Frames out: HTML fragments with hx-swap-oob.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.utils.html import format_html
+
+from chat import presenters, selectors, services, turns
+from chat.models import Message
+
+logger = logging.getLogger(__name__)
+
+MSG_BUSY = "Please wait until the current answer is finished."
+
+
+def validate_question(text: str) -> str | None:
+    """The problem with the question, or None (R-CHAT-5, seed 003 limits from settings.RAG)."""
+    rag = settings.RAG
+    length = len(text.strip())
+    if length < rag.question_min_chars:
+        return f"Your question is too short: please write at least {rag.question_min_chars} characters."
+    if length > rag.question_max_chars:
+        return (
+            f"Your question is too long ({length} characters): please keep it under "
+            f"{rag.question_max_chars} characters."
+        )
+    return None
+
+
+def note_html(text: str = "", *, kind: str = "error") -> str:
+    if not text:
+        return '<div id="composer-note" class="composer-note" hx-swap-oob="true"></div>'
+    return format_html(
+        '<div id="composer-note" class="composer-note composer-note-{}" role="alert" hx-swap-oob="true">{}</div>',
+        kind,
+        text,
+    )
+
+
+class ChatConsumer(AsyncWebsocketConsumer):
+    session_id: str
+    group: str
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        session_id = self.scope["url_route"]["kwargs"]["session_id"]
+        session = await database_sync_to_async(selectors.session_for_user)(user=user, session_id=session_id)
+        if session is None:
+            # Not signed in, or not the owner: refuse the handshake (absent and forbidden look alike).
+            await self.close()
+            return
+        self.user = user
+        self.session_id = str(session.pk)
+        self.group = services.session_group_name(self.session_id)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self._catch_up()
+
+    async def _catch_up(self) -> None:
+        """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
+        draft that has finished since gets the final message."""
+        turn = turns.active_turn(self.session_id)
+        if turn is not None and turn.message_id:
+            await self.send(text_data=turns.draft_article_html(turn))
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        for raw in query.get("sync", [])[:1]:
+            if raw.isdigit() and (turn is None or int(raw) != turn.message_id):
+                await self._send_message(int(raw))
+
+    async def disconnect(self, code: int) -> None:
+        if getattr(self, "group", None):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive(self, text_data: str | None = None, bytes_data: bytes | None = None) -> None:
+        try:
+            data = json.loads(text_data or "{}")
+        except json.JSONDecodeError:
+            data = {}
+        if not isinstance(data, dict):
+            data = {}
+        if data.get("retry"):
+            await self._retry(str(data["retry"]))
+            return
+        question = str(data.get("question") or "")
+        problem = validate_question(question)
+        if problem:
+            await self.send(text_data=note_html(problem))
+            return
+        if turns.active_turn(self.session_id) is not None:
+            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            return
+        session = await database_sync_to_async(selectors.session_for_user)(user=self.user, session_id=self.session_id)
+        if session is None:  # deleted meanwhile
+            await self.close()
+            return
+        user_message = await database_sync_to_async(services.message_create_user)(
+            session=session, content=question.strip()
+        )
+        await self.send(text_data=note_html())
+        await self._start(user_message)
+
+    async def _retry(self, raw_id: str) -> None:
+        if not raw_id.isdigit():
+            return
+        failed = await database_sync_to_async(selectors.message_in_session)(
+            session_id=self.session_id, message_id=int(raw_id)
+        )
+        retryable = (Message.Status.FAILED, Message.Status.INTERRUPTED)
+        if failed is None or failed.status not in retryable or failed.reply_to_id is None:
+            return
+        if turns.active_turn(self.session_id) is not None:
+            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            return
+        user_message = await database_sync_to_async(lambda: failed.reply_to)()
+        await self._start(user_message)
+
+    async def _start(self, user_message: Message) -> None:
+        try:
+            await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message)
+        except turns.TurnInProgress:
+            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+
+    async def _send_message(self, message_id: int) -> None:
+        message = await database_sync_to_async(selectors.message_in_session)(
+            session_id=self.session_id, message_id=message_id
+        )
+        if message is not None:
+            html = await database_sync_to_async(presenters.message_html)(message, oob=True)
+            await self.send(text_data=html)
+
+    # ---- channel-group events ----------------------------------------------------------------
+    async def chat_fragment(self, event: dict) -> None:
+        """HTML rendered once by the turn, sent as is to every tab."""
+        await self.send(text_data=event["html"])
+
+    async def chat_message(self, event: dict) -> None:
+        """A stored message to show (e.g. the owner's answer delivered by routing): replaced if this
+        tab shows it already, appended otherwise (chat.js appends an oob target that is missing)."""
+        await self._send_message(int(event["message_id"]))

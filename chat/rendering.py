@@ -1,0 +1,168 @@
+"""LLM output to safe HTML: Markdown (markdown-it-py, raw HTML off, images off) sanitised by nh3,
+then `[SourceId: …]` markers replaced by numbered citation markers with hover/focus cards.
+
+Markers are swapped for private-use placeholders before Markdown so the Markdown and the sanitiser
+never see them; the marker HTML we insert afterwards is built by format_html (everything escaped).
+Numbering is by order of first use among the SourceIds we know; unknown or malformed markers vanish.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import nh3
+from django.urls import NoReverseMatch, reverse
+from django.utils.html import format_html
+from markdown_it import MarkdownIt
+
+from ragchat.services.citations import citation_from_result
+from ragchat.services.types import SOURCEID_PATTERN, Citation, SearchResult
+
+_SOURCEID_RE = re.compile(SOURCEID_PATTERN)
+# Any bracketed SourceId marker, well-formed or not: what is not a known source is dropped.
+_ANY_MARKER_RE = re.compile(r"\[\s*SourceId\s*:[^\]\n]*\]", re.IGNORECASE)
+# While streaming, the tail may hold the start of a marker ("[Sourc", "[SourceId: 5a3f"): hide it.
+_PARTIAL_MARKER_RE = re.compile(r"\[(?:S(?:o(?:u(?:r(?:c(?:e(?:I(?:d(?::[^\]\n]*)?)?)?)?)?)?)?)?)?$", re.IGNORECASE)
+_PLACEHOLDER_RE = re.compile("\ue000(\\d+)\ue001")
+# A marker right after another copy of itself ("…[1][1]") shows once.
+_REPEAT_RE = re.compile("(\ue000(\\d+)\ue001)(?:\\s*\ue000\\2\ue001)+")
+
+_ALLOWED_TAGS = {
+    "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
+    "h1", "h2", "h3", "h4", "h5", "h6", "a", "table", "thead", "tbody", "tr", "th", "td",
+}  # fmt: skip — no img: remote images are a tracking and exfiltration channel (R-OPS-7)
+_ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}}
+
+
+@functools.cache
+def _markdown() -> MarkdownIt:
+    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
+    md.enable(["table", "strikethrough"])
+    md.disable("image")  # ![alt](url) stays literal text
+    return md
+
+
+def sanitize_html(html: str) -> str:
+    return nh3.clean(
+        html,
+        tags=_ALLOWED_TAGS,
+        attributes=_ALLOWED_ATTRIBUTES,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener nofollow noreferrer",
+        set_tag_attribute_values={"a": {"target": "_blank"}},
+        strip_comments=True,
+    )
+
+
+def markdown_to_html(text: str) -> str:
+    return sanitize_html(_markdown().render(text))
+
+
+def citation_to_dict(citation: Citation) -> dict[str, Any]:
+    return asdict(citation)
+
+
+def passages_from_results(results: Iterable[SearchResult]) -> list[dict[str, Any]]:
+    """Retrieved chunks as Citation-shaped dicts (what a source card and the sources list need)."""
+    return [citation_to_dict(citation_from_result(r)) for r in results]
+
+
+def document_url(document_id: str) -> str:
+    """The access-checked document page, if the documents app exposes one."""
+    for name in ("documents:detail", "documents:document_detail"):
+        try:
+            return reverse(name, args=[document_id])
+        except NoReverseMatch:
+            continue
+    return ""
+
+
+@dataclass(frozen=True)
+class RenderedAnswer:
+    html: str
+    sources: list[dict[str, Any]]  # the cited sources in marker order, each with "n" and "url"
+
+
+def number_sources(text: str, known: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """Replace markers with placeholders numbered by first use; drop unknown and malformed ones."""
+    by_id = {c["source_id"]: c for c in known}
+    numbers: dict[str, int] = {}
+    sources: list[dict[str, Any]] = []
+
+    def replace(match: re.Match[str]) -> str:
+        well_formed = _SOURCEID_RE.fullmatch(match.group(0))
+        source_id = well_formed.group(1) if well_formed else None
+        if source_id is None or source_id not in by_id:
+            return ""
+        if source_id not in numbers:
+            numbers[source_id] = len(numbers) + 1
+            sources.append({**by_id[source_id], "n": numbers[source_id], "url": document_url(by_id[source_id]["document_id"])})
+        return f"\ue000{numbers[source_id]}\ue001"
+
+    text = _ANY_MARKER_RE.sub(replace, text)
+    # "text [1]." reads better as "text[1]." — markers hug the word they support.
+    text = re.sub(" +(\ue000)", r"\1", text)
+    return _REPEAT_RE.sub(r"\1", text), sources
+
+
+def _percent(score: Any) -> str:
+    try:
+        return f"{round(float(score) * 100)}%"
+    except (TypeError, ValueError):
+        return "N/A"
+
+
+def _marker_html(source: dict[str, Any], *, prefix: str) -> str:
+    n = source["n"]
+    card_id = f"{prefix}-cite-{n}"
+    page = "N/A" if source.get("page_number") is None else source["page_number"]
+    section = source.get("section") or "N/A"
+    full = source.get("snippet_full") or ""
+    short = source.get("snippet") or ""
+    expandable = len(full) > len(short.removesuffix("..."))
+    link = (
+        format_html('<a class="cite-open" href="{}">Open document</a>', source["url"]) if source.get("url") else ""
+    )
+    more = (
+        format_html(
+            '<button type="button" class="cite-more" aria-expanded="false" aria-controls="{}-full">Show full passage</button>',
+            card_id,
+        )
+        if expandable
+        else ""
+    )
+    return format_html(
+        '<span class="cite" data-n="{n}">'
+        '<button type="button" class="cite-marker" aria-describedby="{id}" aria-label="Source {n}: {doc}">{n}</button>'
+        '<span class="cite-card" role="tooltip" id="{id}">'
+        '<span class="cite-head"><span class="cite-num">{n}</span><span class="cite-doc">{doc}</span></span>'
+        '<span class="cite-meta">Page {page} · Section {section} · Relevance {rel}</span>'
+        '<span class="cite-snippet">{short}</span>'
+        '<span class="cite-full" id="{id}-full">{full}</span>'
+        '<span class="cite-actions">{more}{link}</span>'
+        "</span></span>",
+        n=n,
+        id=card_id,
+        doc=source.get("document_name") or "Document",
+        page=page,
+        section=section,
+        rel=_percent(source.get("relevance_score")),
+        short=short,
+        full=full,
+        more=more,
+        link=link,
+    )
+
+
+def render_answer(text: str, *, known: Sequence[dict[str, Any]], prefix: str, streaming: bool = False) -> RenderedAnswer:
+    """The answer as safe HTML with numbered markers; `known` are the sources markers may point to."""
+    if streaming:
+        text = _PARTIAL_MARKER_RE.sub("", text)
+    text, sources = number_sources(text, known)
+    html = markdown_to_html(text)
+    by_n = {s["n"]: s for s in sources}
+    html = _PLACEHOLDER_RE.sub(lambda m: _marker_html(by_n[int(m.group(1))], prefix=prefix), html)
+    return RenderedAnswer(html=html, sources=sources)

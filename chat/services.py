@@ -1,0 +1,93 @@
+"""Writes for the chat app, and the live channel of a session.
+
+Other apps (routing) deliver a person's answer into an open session with `message_push()` (sync)
+or `message_broadcast()` (async): the message is stored first, then every open tab of the session
+receives it through the session's channel group and renders it.
+"""
+from __future__ import annotations
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.utils import timezone
+
+from chat.models import DEFAULT_TITLE, ChatSession, Message
+
+TITLE_MAX_CHARS = 80
+
+
+def session_group_name(session_id) -> str:
+    """The channel group every open tab of a session joins."""
+    return f"chat.session.{session_id}"
+
+
+def session_create(*, user, title: str = "") -> ChatSession:
+    return ChatSession.objects.create(owner=user, title=(title.strip()[:TITLE_MAX_CHARS] or DEFAULT_TITLE))
+
+
+def session_rename(*, session: ChatSession, title: str) -> ChatSession:
+    session.title = title.strip()[:TITLE_MAX_CHARS] or DEFAULT_TITLE
+    session.save(update_fields=["title", "updated_at"])
+    return session
+
+
+def session_delete(*, session: ChatSession) -> None:
+    session.delete()
+
+
+def _title_from_question(question: str) -> str:
+    title = " ".join(question.split())
+    return title if len(title) <= 60 else title[:59].rstrip() + "…"
+
+
+def message_create_user(*, session: ChatSession, content: str) -> Message:
+    """Store the asker's question; the first one also names an untitled session."""
+    with transaction.atomic():
+        message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
+        if session.title == DEFAULT_TITLE:
+            session.title = _title_from_question(content)
+        session.updated_at = timezone.now()
+        session.save(update_fields=["title", "updated_at"])
+    return message
+
+
+def message_create_draft(*, session_id, reply_to: Message) -> Message:
+    return Message.objects.create(
+        session_id=session_id, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING, reply_to=reply_to
+    )
+
+
+def message_save_partial(*, message_id: int, content: str) -> None:
+    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
+        content=content, updated_at=timezone.now()
+    )
+
+
+def message_finish(*, message: Message, fields: dict) -> Message:
+    """Store the end of a turn (complete, interrupted or failed) in one write."""
+    for name, value in fields.items():
+        setattr(message, name, value)
+    message.save()
+    ChatSession.objects.filter(pk=message.session_id).update(updated_at=timezone.now())
+    return message
+
+
+def message_create_owner_answer(*, session: ChatSession, author, content: str, reply_to: Message | None = None) -> Message:
+    """A person's answer (tag owner or admin) in the asker's session; call message_push() after."""
+    message = Message.objects.create(
+        session=session, role=Message.Role.OWNER, author=author, content=content, reply_to=reply_to
+    )
+    ChatSession.objects.filter(pk=session.pk).update(updated_at=timezone.now())
+    return message
+
+
+async def message_broadcast(*, message: Message) -> None:
+    """Tell every open tab of the message's session to render it (appended, or replaced if shown)."""
+    await get_channel_layer().group_send(
+        session_group_name(message.session_id), {"type": "chat.message", "message_id": message.pk}
+    )
+
+
+def message_push(*, message: Message) -> None:
+    """Sync form of message_broadcast() for views and signal handlers (after the row is committed)."""
+    transaction.on_commit(lambda: async_to_sync(message_broadcast)(message=message))

@@ -1,0 +1,342 @@
+"""One chat turn, run as a task owned by the process, not by a websocket consumer.
+
+Daphne cancels a consumer about 10 s after its socket closes, so a turn started from a consumer
+lives in this module's registry instead: it streams the RAG core's events to the session's channel
+group (every open tab sees them; a closed tab loses nothing), saves the partial text every
+SAVE_SECONDS, and stores the final (or interrupted / failed) assistant message at the end.
+
+Tokens are coalesced: the first one goes out at once (time-to-first-token), later ones at most every
+FLUSH_SECONDS, each frame carrying the whole draft rendered as the final answer will be (Markdown,
+markers), so the final render replaces the draft without a layout jump.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from django.template.loader import render_to_string
+
+from chat import presenters, selectors, services
+from chat.models import Message
+from chat.signals import answer_completed
+from ragchat import runtime
+from ragchat.services.errors import (
+    ContextError,
+    LLMConnectionError,
+    LLMResponseError,
+    LLMTimeoutError,
+    ModelNotAllowedError,
+    ModelUnavailableError,
+    RAGServiceError,
+)
+from ragchat.services.retrieval import build_retrieval_query, get_quality_context
+from ragchat.services.types import ContextEvent, FinalEvent, RAGRequest, RAGResponse, StageEvent, TokenEvent
+
+logger = logging.getLogger(__name__)
+
+FLUSH_SECONDS = 0.05
+SAVE_SECONDS = 0.5
+# Re-rendering the whole draft costs more as it grows: long answers flush a little less often.
+FLUSH_SECONDS_PER_KCHAR = 0.025
+
+# Seed v1 error table wording (R-CHAT-7); the search one is ours (the table has no such row).
+MSG_TIMEOUT = "Response generation timed out. Please try again."
+MSG_UNAVAILABLE = "AI service temporarily unavailable."
+MSG_MODEL = "Requested model not available."
+MSG_SEARCH = "Document search is temporarily unavailable. Please try again."
+MSG_UNKNOWN = "Something went wrong while answering. Please try again."
+
+
+def error_sentence(error: BaseException) -> str:
+    if isinstance(error, LLMTimeoutError):
+        return MSG_TIMEOUT
+    if isinstance(error, (ModelUnavailableError, ModelNotAllowedError)):
+        return MSG_MODEL
+    if isinstance(error, (LLMConnectionError, LLMResponseError)):
+        return MSG_UNAVAILABLE
+    if isinstance(error, ContextError):
+        return MSG_SEARCH
+    return MSG_UNKNOWN
+
+
+class TurnInProgress(Exception):
+    """The session already has an answer being written."""
+
+
+@dataclass
+class Turn:
+    session_id: str
+    message_id: int
+    question: str
+    stage: str = "searching"
+    text: str = ""
+    passages: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.perf_counter)
+    task: asyncio.Task | None = None
+
+    @property
+    def prefix(self) -> str:
+        return f"m{self.message_id}"
+
+
+_turns: dict[str, Turn] = {}
+
+
+def active_turn(session_id) -> Turn | None:
+    return _turns.get(str(session_id))
+
+
+async def wait_idle(timeout: float = 30.0) -> None:
+    """Wait until no turn runs (tests, graceful shutdown)."""
+    tasks = [t.task for t in list(_turns.values()) if t.task is not None]
+    if tasks:
+        await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout)
+
+
+async def group_send_html(session_id, html: str) -> None:
+    await get_channel_layer().group_send(
+        services.session_group_name(session_id), {"type": "chat.fragment", "html": html}
+    )
+
+
+def draft_article_html(turn: Turn, *, oob: str = "true") -> str:
+    """The whole draft as it stands (first frame, and a snapshot for a tab that connects late)."""
+    return render_to_string(
+        "chat/_draft.html",
+        {"turn": turn, "body": presenters.streaming_body(turn.text, turn.passages, prefix=turn.prefix), "oob": oob},
+    )
+
+
+def _stage_html(turn: Turn) -> str:
+    return render_to_string("chat/_stage.html", {"turn": turn})
+
+
+def _body_html(turn: Turn) -> str:
+    body = presenters.streaming_body(turn.text, turn.passages, prefix=turn.prefix)
+    return f'<div id="{turn.prefix}-body" class="msg-body md" hx-swap-oob="innerHTML">{body}</div>'
+
+
+class _Streamer:
+    """Sends the draft to the group: now if the last frame is old enough, else on a short timer.
+    Saves the partial text every SAVE_SECONDS."""
+
+    def __init__(self, turn: Turn) -> None:
+        self.turn = turn
+        self.lock = asyncio.Lock()
+        self.last_flush = 0.0
+        self.last_save = time.monotonic()
+        self.sent_len = 0
+        self.timer: asyncio.Task | None = None
+        self.first_token_at: float | None = None
+
+    def interval(self) -> float:
+        return FLUSH_SECONDS + FLUSH_SECONDS_PER_KCHAR * len(self.turn.text) / 1000
+
+    async def on_token(self) -> None:
+        wait = self.interval() - (time.monotonic() - self.last_flush)
+        if wait <= 0:
+            await self.flush()
+        elif self.timer is None:
+            self.timer = asyncio.create_task(self._flush_later(wait))
+
+    async def _flush_later(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self.timer = None
+        await self.flush()
+
+    async def flush(self) -> None:
+        async with self.lock:
+            if len(self.turn.text) == self.sent_len:
+                return
+            self.sent_len = len(self.turn.text)
+            self.last_flush = time.monotonic()
+            await group_send_html(self.turn.session_id, _body_html(self.turn))
+            if self.first_token_at is None:
+                self.first_token_at = time.perf_counter()
+            if time.monotonic() - self.last_save >= SAVE_SECONDS:
+                self.last_save = time.monotonic()
+                await database_sync_to_async(services.message_save_partial)(
+                    message_id=self.turn.message_id, content=self.turn.text
+                )
+
+    async def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+async def turn_start(*, session_id, user, user_message: Message) -> Turn:
+    """Create the draft, show the question and the draft to every tab, start the turn's task."""
+    key = str(session_id)
+    if key in _turns:
+        raise TurnInProgress(key)
+    # Reserve the slot before the first await: a second question cannot slip in meanwhile.
+    turn = Turn(session_id=key, message_id=0, question=user_message.content)
+    _turns[key] = turn
+    try:
+        draft = await database_sync_to_async(services.message_create_draft)(session_id=session_id, reply_to=user_message)
+        turn.message_id = draft.pk
+        user_html = await database_sync_to_async(presenters.message_html)(user_message)
+        await group_send_html(
+            session_id,
+            f'<div id="messages" hx-swap-oob="beforeend">{user_html}{draft_article_html(turn, oob="")}</div>',
+        )
+    except BaseException:
+        _turns.pop(key, None)
+        raise
+    turn.task = asyncio.create_task(_run(turn, user=user, user_message=user_message), name=f"chat-turn-{key}")
+    return turn
+
+
+async def _run(turn: Turn, *, user, user_message: Message) -> None:
+    try:
+        await _answer(turn, user=user, user_message=user_message)
+    except Exception:  # the task's last resort: never leave a draft streaming forever
+        logger.exception("chat turn crashed", extra={"event": "chat_turn_crashed", "session_id": turn.session_id})
+    finally:
+        _turns.pop(turn.session_id, None)
+
+
+async def _answer(turn: Turn, *, user, user_message: Message) -> None:
+    from documents.selectors import user_tag_slugs
+
+    rag = runtime.rag_service()
+    tags = await database_sync_to_async(user_tag_slugs)(user=user)
+    history = await database_sync_to_async(selectors.session_history)(
+        session_id=turn.session_id, before=user_message
+    )
+    retrieval_query, strategy = build_retrieval_query(query=turn.question, history=history)
+    request = RAGRequest(
+        query=turn.question,
+        user_tags=tags,
+        tenant_id=user.tenant_id,
+        chat_history=history,
+        retrieval_query=retrieval_query,
+        query_strategy=strategy,
+        request_id=uuid.uuid4().hex,
+    )
+    streamer = _Streamer(turn)
+    final: RAGResponse | None = None
+    try:
+        await runtime.ready_vector_service()
+        async for event in rag.stream(request):
+            if isinstance(event, TokenEvent):
+                turn.text += event.text
+                await streamer.on_token()
+            elif isinstance(event, ContextEvent):
+                turn.passages = presenters.passages_from_results(event.results)
+            elif isinstance(event, StageEvent):
+                turn.stage = event.stage
+                await group_send_html(turn.session_id, _stage_html(turn))
+            elif isinstance(event, FinalEvent):
+                final = event.response
+    except (RAGServiceError, Exception) as e:
+        await streamer.close()
+        await _fail(turn, request=request, rag=rag, error=e)
+        return
+    except asyncio.CancelledError:
+        # The process is shutting down: keep what streamed, marked interrupted.
+        await streamer.close()
+        await asyncio.shield(_fail(turn, request=request, rag=rag, error=LLMConnectionError("turn cancelled")))
+        raise
+    await streamer.close()
+    assert final is not None, "RAGService.stream() ends with a FinalEvent or raises"
+    await _complete(turn, final)
+
+
+def _final_fields(response: RAGResponse) -> dict[str, Any]:
+    confidence = response.confidence
+    return {
+        "content": response.answer,
+        "status": Message.Status.COMPLETE,
+        "citations": [presenters.citation_to_dict(c) for c in response.citations],
+        "passages": presenters.passages_from_results(response.context),
+        "confidence": {
+            "overall": confidence.overall,
+            "retrieval": confidence.retrieval_score,
+            "coverage": confidence.coverage_score,
+            "llm": confidence.llm_score,
+        },
+        "action": response.action,
+        "route_target": asdict(response.route_to) if response.route_to else None,
+        "model": response.model_used,
+        "query_strategy": response.query_strategy,
+        "retrieval_query": response.retrieval_query,
+        "timings": {**response.timings, "total": round(response.generation_time_ms, 1)},
+        "request_id": response.request_id or "",
+    }
+
+
+async def _complete(turn: Turn, response: RAGResponse) -> None:
+    message = await database_sync_to_async(_store)(turn.message_id, _final_fields(response))
+    await _publish_final(turn, message)
+
+
+async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseException) -> None:
+    """Keep the question and whatever streamed, say what happened, show the passages found."""
+    if not isinstance(error, RAGServiceError):
+        logger.exception("chat turn failed unexpectedly", exc_info=error, extra={"event": "chat_turn_error"})
+    else:
+        logger.warning(
+            "chat turn failed: %s", error, extra={"event": "chat_turn_failed", "error_type": type(error).__name__}
+        )
+    passages = turn.passages
+    if not passages and not isinstance(error, ContextError):
+        passages = await _fallback_passages(rag, request)
+    fields = {
+        "content": turn.text,
+        "status": Message.Status.INTERRUPTED if turn.text.strip() else Message.Status.FAILED,
+        "passages": passages,
+        "error": error_sentence(error),
+        "error_type": type(error).__name__,
+        "model": request.model or getattr(rag, "default_model", ""),
+        "query_strategy": request.query_strategy,
+        "retrieval_query": request.retrieval_query or "",
+        "timings": {"total": round((time.perf_counter() - turn.started) * 1000, 1)},
+        "request_id": request.request_id or "",
+    }
+    message = await database_sync_to_async(_store)(turn.message_id, fields)
+    await _publish_final(turn, message)
+
+
+async def _fallback_passages(rag: Any, request: RAGRequest) -> list[dict[str, Any]]:
+    """The model failed before retrieval ran (e.g. Ollama down at model validation): search anyway,
+    so the asker still gets the passages as a cited search result (R-CHAT-7)."""
+    try:
+        results = await get_quality_context(
+            rag.vector_service,
+            query=request.retrieval_query or request.query,
+            user_tags=request.user_tags,
+            tenant_id=request.tenant_id,
+            settings=rag.settings,
+            max_chunks=request.max_context_chunks,
+        )
+    except Exception as e:  # the passages are a courtesy; their failure must not hide the error
+        logger.warning("fallback search failed: %s", e, extra={"event": "chat_fallback_search_failed"})
+        return []
+    return presenters.passages_from_results(results)
+
+
+def _store(message_id: int, fields: dict[str, Any]) -> Message:
+    message = Message.objects.get(pk=message_id)
+    return services.message_finish(message=message, fields=fields)
+
+
+async def _publish_final(turn: Turn, message: Message) -> None:
+    html = await database_sync_to_async(presenters.message_html)(message, oob=True)
+    await group_send_html(turn.session_id, html)
+    await database_sync_to_async(_signal_completed)(message)
+
+
+def _signal_completed(message: Message) -> None:
+    for receiver, result in answer_completed.send_robust(sender=Message, message=message):
+        if isinstance(result, Exception):
+            logger.error(
+                "answer_completed receiver %r failed: %s", receiver, result, extra={"event": "chat_signal_failed"}
+            )
