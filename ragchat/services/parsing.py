@@ -126,7 +126,10 @@ def detect_kind(*, data: bytes, filename: str) -> str:
         raise UnsupportedDocumentError(
             "This file is named .docx but its content is not a Word document."
         )
-    text_head = _decode(data[:4096])[0].lstrip("\ufeff \t\r\n").lower()
+    head = data[:4096]
+    # Sniffing only needs the ASCII markup; a multi-byte character cut at 4096 must not matter.
+    codec = "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
+    text_head = head.decode(codec, errors="ignore").lstrip("\ufeff \t\r\n").lower()
     if _looks_like_html(text_head, extension):
         return "html"
     if extension in MARKDOWN_EXTENSIONS:
