@@ -405,7 +405,7 @@ def test_smalltalk_not_detected_when_content(message):
 # ---------------------------------------------------------------- routing
 
 
-def owners(table: dict[str, TagOwner | None]):
+def lookup_from(table: dict[str, TagOwner | None]):
     calls = []
 
     async def lookup(tag: str, tenant_id: str) -> TagOwner | None:
@@ -417,7 +417,7 @@ def owners(table: dict[str, TagOwner | None]):
 
 
 async def test_get_route_target_with_owner():
-    lookup = owners({"hr": TagOwner(user_id="17", email="hr.lead@company.com")})
+    lookup = lookup_from({"hr": TagOwner(user_id="17", email="hr.lead@company.com")})
     context = [result(tags=("public", "hr")), result(chunk_index=1, tags=("hr", "finance")), result(chunk_index=2, tags=("finance",)), result(chunk_index=3, tags=("hr",))]
     target = await get_route_target(context, owner_lookup=lookup, admin_email=ADMIN, tenant_id="acme")
     assert (target.tag, target.owner_user_id, target.owner_email, target.fallback) == ("hr", "17", "hr.lead@company.com", False)
@@ -428,26 +428,26 @@ async def test_get_route_target_with_owner():
 
 
 async def test_route_tie_goes_to_first_seen_tag():
-    lookup = owners({"finance": TagOwner("1", "f@x.com"), "hr": TagOwner("2", "h@x.com")})
+    lookup = lookup_from({"finance": TagOwner("1", "f@x.com"), "hr": TagOwner("2", "h@x.com")})
     context = [result(tags=("finance",)), result(chunk_index=1, tags=("hr",))]
     assert (await get_route_target(context, owner_lookup=lookup, admin_email=ADMIN)).tag == "finance"
 
 
 async def test_get_route_target_no_owner():
     context = [result(tags=("hr",))]
-    no_owner = await get_route_target(context, owner_lookup=owners({"hr": TagOwner(None, None)}), admin_email=ADMIN)
+    no_owner = await get_route_target(context, owner_lookup=lookup_from({"hr": TagOwner(None, None)}), admin_email=ADMIN)
     assert (no_owner.tag, no_owner.owner_user_id, no_owner.owner_email, no_owner.fallback) == ("system", None, ADMIN, True)
     assert no_owner.reason == "No owner for tag 'hr' - routing to admin"
-    missing_tag = await get_route_target(context, owner_lookup=owners({}), admin_email=ADMIN)
+    missing_tag = await get_route_target(context, owner_lookup=lookup_from({}), admin_email=ADMIN)
     assert missing_tag.reason == "No owner for tag 'hr' - routing to admin"
-    gone = await get_route_target(context, owner_lookup=owners({"hr": TagOwner("9", None)}), admin_email=ADMIN)
+    gone = await get_route_target(context, owner_lookup=lookup_from({"hr": TagOwner("9", None)}), admin_email=ADMIN)
     assert (gone.reason, gone.fallback, gone.owner_email) == ("Owner not found for tag 'hr' - routing to admin", True, ADMIN)
-    only_public = await get_route_target([result(tags=("public",))], owner_lookup=owners({}), admin_email=ADMIN)
+    only_public = await get_route_target([result(tags=("public",))], owner_lookup=lookup_from({}), admin_email=ADMIN)
     assert only_public.reason == "No specific tags in context - routing to admin"
 
 
 async def test_get_route_target_empty_context():
-    target = await get_route_target([], owner_lookup=owners({}), admin_email="boss@company.com")
+    target = await get_route_target([], owner_lookup=lookup_from({}), admin_email="boss@company.com")
     assert target.tag == "system"
     assert target.owner_user_id is None
     assert target.owner_email == "boss@company.com"
@@ -461,3 +461,66 @@ async def test_route_owner_lookup_failure_falls_back_to_admin():
 
     target = await get_route_target([result(tags=("hr",))], owner_lookup=broken, admin_email=ADMIN)
     assert target.fallback is True and target.owner_email == ADMIN
+
+
+# ---------------------------------------------------------------- model validation (the fake Ollama's /api/tags)
+
+
+async def test_validate_model_allowed(fake_ollama):
+    from ragchat.services.llm import OllamaLLM
+
+    llm = OllamaLLM(RAGSettings(ollama_base_url=fake_ollama.url, rag_timeout_seconds=2))
+    # Ollama lists "llama3.2:latest"; an untagged name means :latest.
+    assert await llm.validate_model("llama3.2") == "llama3.2"
+    # Spec v3 defect fixed: it compared names with their tag stripped, so "qwen3:8b" could never
+    # be found. Names are matched with their tag.
+    assert await llm.validate_model("qwen3:8b") == "qwen3:8b"
+    assert fake_ollama.requests_to("/api/tags")
+
+
+async def test_validate_model_not_allowed(fake_ollama):
+    from ragchat.services.errors import ModelNotAllowedError, ModelUnavailableError
+    from ragchat.services.llm import OllamaLLM
+
+    llm = OllamaLLM(RAGSettings(ollama_base_url=fake_ollama.url, rag_timeout_seconds=2))
+    with pytest.raises(ModelNotAllowedError, match="not in allowlist"):
+        await llm.validate_model("gpt-4o")
+    assert fake_ollama.requests == []  # the allowlist is checked before asking Ollama
+    # allowlisted but not pulled
+    with pytest.raises(ModelUnavailableError, match="ollama pull deepseek-r1:32b"):
+        await llm.validate_model("deepseek-r1:32b")
+    # pulled with another tag only: qwen3:4b is not qwen3:8b
+    fake_ollama.models(["llama3.2", "qwen3:4b"])
+    with pytest.raises(ModelUnavailableError):
+        await OllamaLLM(RAGSettings(ollama_base_url=fake_ollama.url)).validate_model("qwen3:8b")
+
+
+# ---------------------------------------------------------------- grounded (through RAGService: fake Ollama + Edge index)
+
+from tests.services.test_rag_integration import (  # noqa: E402 - fixtures shared with the integration tests
+    VACATION_Q,
+    cite,
+    owners,  # noqa: F401
+    rag,  # noqa: F401
+    rag_settings,  # noqa: F401
+    vector,  # noqa: F401
+)
+from ragchat.services.types import RAGRequest  # noqa: E402
+
+
+async def test_grounded_true_with_citations(rag, fake_ollama):  # noqa: F811
+    cite(fake_ollama, 1)
+    response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert response.citations
+    assert response.grounded is True
+
+
+async def test_grounded_false_no_citations(rag, fake_ollama):  # noqa: F811
+    # A well-supported answer that cites nothing is still not grounded: grounded is about
+    # citations only, independent of confidence.
+    fake_ollama.reply("Full-time employees get twenty five vacation days of paid leave per calendar year.")
+    fake_ollama.rating(100)
+    response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert response.citations == []
+    assert response.grounded is False
+    assert response.confidence.overall >= 60
