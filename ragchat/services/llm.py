@@ -28,6 +28,10 @@ from typing import Any
 import httpx
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 
+# Imported here, not on first use: the import takes ~0.7 s, better paid at start-up than by the
+# first question.
+from langchain_ollama import ChatOllama
+
 from .config import MODEL_LIMITS, REASONING_MODELS, RAGSettings
 from .errors import (
     LLMConnectionError,
@@ -165,8 +169,6 @@ class OllamaLLM:
         return limits["context_window"], num_predict
 
     def _chat_model(self, model: str, num_predict: int) -> Any:
-        from langchain_ollama import ChatOllama  # heavy import; only when generating
-
         loop = asyncio.get_running_loop()
         per_loop = self._chat_models.setdefault(loop, {})
         cached = per_loop.get((model, num_predict))

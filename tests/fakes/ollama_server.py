@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import re
+import select
 import socket
 import threading
 import time
@@ -151,6 +152,9 @@ class _Server(ThreadingHTTPServer):
         super().__init__(address, _Handler)
 
     def process_request(self, request, client_address):  # type: ignore[override]
+        # Go's net/http (real Ollama) disables Nagle; without this, small NDJSON lines wait ~40 ms
+        # for the client's delayed ACK.
+        request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._connections_lock:
             self._connections.add(request)
         super().process_request(request, client_address)
@@ -178,6 +182,7 @@ class FakeOllama:
         self.host = host
         self.port = port
         self.requests: list[RecordedRequest] = []
+        self.disconnects = 0  # responses abandoned by the client during a delay or stall
         self._lock = threading.Lock()
         self._script = _Script()
         self._cancel = threading.Event()
@@ -235,6 +240,7 @@ class FakeOllama:
             self._cancel = threading.Event()
             self._script = _Script()
             self.requests.clear()
+            self.disconnects = 0
         self.accept_connections()
 
     # ---- scripting -------------------------------------------------------------------------
@@ -348,6 +354,10 @@ class FakeOllama:
     def _record(self, method: str, path: str, body: Any) -> None:
         with self._lock:
             self.requests.append(RecordedRequest(method, path, body))
+
+    def _note_disconnect(self) -> None:
+        with self._lock:
+            self.disconnects += 1
 
     def _take_failure(self, path: str) -> tuple[int, str] | None:
         with self._lock:
@@ -494,8 +504,22 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _sleep(self, seconds: float, cancel: threading.Event) -> None:
-        if seconds > 0 and cancel.wait(seconds):
-            raise _Aborted
+        """Wait, but give up when reset() cancels or the client hangs up (like real Ollama, which
+        stops generating when its client goes away); a hang-up is counted in `fake.disconnects`."""
+        end = time.monotonic() + seconds
+        while (remaining := end - time.monotonic()) > 0:
+            if cancel.wait(min(remaining, 0.02)):
+                raise _Aborted
+            if self._peer_closed():
+                self.fake._note_disconnect()
+                raise _Aborted
+
+    def _peer_closed(self) -> bool:
+        try:
+            readable, _, _ = select.select([self.connection], [], [], 0)
+            return bool(readable) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
 
     # ---- dispatch ---------------------------------------------------------------------------
     def do_GET(self) -> None:  # noqa: N802

@@ -121,6 +121,7 @@ async def test_slow_first_token_times_out_within_rag_timeout(
     elapsed = time.monotonic() - started
     assert TIMEOUT * 0.9 <= elapsed < TIMEOUT + SLACK
     assert len(fake_ollama.requests_to("/api/chat")) == 1  # a timeout is not retried
+    await wait_for_disconnect(fake_ollama)
 
 
 async def test_mid_stream_stall_times_out_within_rag_timeout(
@@ -136,6 +137,14 @@ async def test_mid_stream_stall_times_out_within_rag_timeout(
     elapsed = time.monotonic() - started
     assert received == ["one", " ", "two", " "]
     assert elapsed < TIMEOUT + SLACK
+    await wait_for_disconnect(fake_ollama)  # the abandoned HTTP connection was really closed
+
+
+async def wait_for_disconnect(fake: FakeOllama, within: float = 2.0) -> None:
+    deadline = time.monotonic() + within
+    while fake.disconnects == 0 and time.monotonic() < deadline:
+        await asyncio.sleep(0.02)
+    assert fake.disconnects == 1
 
 
 async def test_slow_but_steady_stream_is_not_a_timeout(fake_ollama: FakeOllama, llm: OllamaLLM) -> None:
@@ -295,3 +304,15 @@ async def test_concurrent_streams_are_independent(fake_ollama: FakeOllama, llm: 
     results = await asyncio.gather(*(collect(llm, on_usage=usages.append) for _ in range(5)))
     assert all("".join(r) == "same answer for all" for r in results)
     assert len(usages) == 5
+
+
+async def test_consumer_leaving_early_closes_the_connection(
+    fake_ollama: FakeOllama, llm: OllamaLLM,
+) -> None:
+    """A client that goes away (closed tab) must not leave Ollama generating into the void."""
+    fake_ollama.reply("one two three four five six")
+    fake_ollama.token_delay(0.5)
+    stream = llm.stream(messages=QUESTION, model="llama3.2")
+    assert await stream.__anext__() == "one"
+    await stream.aclose()
+    await wait_for_disconnect(fake_ollama)
