@@ -181,7 +181,6 @@ class RAGService:
         )
         yield StageEvent("searching")
         results = await self._retrieve(request, retrieval_query, timings)
-        yield ContextEvent(tuple(results))
         extra = {
             "timings": timings,
             "query_strategy": strategy,
@@ -190,6 +189,7 @@ class RAGService:
         }
         if not results:
             logger.info("no context: insufficient-context response", extra={"event": "rag_zero_context"})
+            yield ContextEvent(())
             response = insufficient_context_response(
                 settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
             )
@@ -214,12 +214,16 @@ class RAGService:
         if not chunks:
             # Every chunk was over the budget: answering without context would be ungrounded.
             logger.warning("no chunk fits the token budget", extra={"event": "rag_budget_empty"})
+            yield ContextEvent(())
             response = insufficient_context_response(
                 settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
             )
             yield TokenEvent(response.answer)
             yield FinalEvent(response)
             return
+
+        # The passages the answer may cite (and the asker may see), also if generation fails.
+        yield ContextEvent(tuple(chunks))
 
         # 4. Prompt with SourceIds
         messages = [

@@ -441,3 +441,47 @@ async def test_concurrent_requests_do_not_mix(rag, fake_ollama):
     assert [c.document_id for c in a.citations] == [ACME_SALARY]
     assert [c.document_id for c in b.citations] == [GLOBEX_SALARY]
     assert a.request_id != b.request_id
+
+
+async def test_llm_goes_down_after_model_check(rag, fake_ollama):
+    """The model list is cached, so the failure surfaces at generation: passages already sent."""
+    cite(fake_ollama, 1)
+    await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    fake_ollama.refuse_connections()
+    started = time.monotonic()
+    events, tokens, error = await collect(rag, RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert isinstance(error, LLMConnectionError)
+    assert tokens == []
+    assert any(isinstance(e, ContextEvent) and e.results for e in events)
+    assert time.monotonic() - started < TIMEOUT + 4
+
+
+class KeepLastReranker:
+    """A reranker at its protocol: it judges only the last candidate relevant."""
+
+    def __init__(self):
+        self.calls = []
+
+    async def rerank(self, query, results):
+        self.calls.append((query, [r.source_id for r in results]))
+        return results[-1:]
+
+
+class BrokenReranker:
+    async def rerank(self, query, results):
+        raise RuntimeError("cross-encoder failed to load")
+
+
+async def test_reranker_stage_in_pipeline(vector, rag_settings, fake_ollama, caplog):
+    cite(fake_ollama, 1)
+    request = RAGRequest(query=VACATION_Q, user_tags=["hr"])
+    plain = await RAGService(vector, rag_settings).generate(request)
+    keep_last = KeepLastReranker()
+    reranked = await RAGService(vector, rag_settings, reranker=keep_last).generate(request)
+    broken = await RAGService(vector, rag_settings, reranker=BrokenReranker()).generate(request)
+    assert len(plain.context) > 1
+    ((query, candidates),) = keep_last.calls
+    assert query == VACATION_Q and len(candidates) >= len(plain.context)
+    assert [c.source_id for c in reranked.context] == candidates[-1:]
+    assert [c.source_id for c in broken.context] == [c.source_id for c in plain.context]
+    assert "cross-encoder failed to load" in caplog.text
