@@ -48,6 +48,8 @@ DENSE = "dense"
 SPARSE = "bm25"
 PUBLIC_TAG = "public"
 RRF_K = 60
+SEARCH_HYBRID, SEARCH_DENSE, SEARCH_BM25 = "hybrid", "dense", "bm25"
+SEARCH_MODES = (SEARCH_HYBRID, SEARCH_DENSE, SEARCH_BM25)
 KEYWORD_FIELDS = ("tags", "tenant_id", "document_id")
 PAYLOAD_FIELDS = (
     "document_id",
@@ -706,23 +708,30 @@ class VectorService:
         limit: int = 15,
         score_threshold: float = 0.0,
         timings: dict | None = None,
+        mode: str | None = None,
     ) -> list[SearchResult]:
-        """Top `limit` chunks the user may read, in fused order, scored by cosine similarity (0-1)."""
+        """Top `limit` chunks the user may read, in fused order, scored by cosine similarity (0-1).
+
+        `mode` picks the stages: "hybrid" (dense + BM25, RRF), "dense" or "bm25" (one stage, its own
+        order); None follows settings.rag_hybrid_search. Evaluation compares the three with it.
+        """
         await self._ready()
         if limit <= 0:
             return []
+        mode = mode or (SEARCH_HYBRID if self.settings.rag_hybrid_search else SEARCH_DENSE)
+        if mode not in SEARCH_MODES:
+            raise ValueError(f"search mode {mode!r}: expected one of {', '.join(SEARCH_MODES)}")
         started = time.perf_counter()
         vector = await self.embedder.embed_query(query)
         embedded = time.perf_counter()
         conditions = access_conditions(user_tags=user_tags, tenant_id=tenant_id)
-        stages = [Stage(DENSE, vector, conditions, max(self.settings.rag_prefetch_limit, limit))]
-        sparse = bm25_query(query) if self.settings.rag_hybrid_search else SparseVec((), ())
+        prefetch = max(self.settings.rag_prefetch_limit, limit)
+        stages = [Stage(DENSE, vector, conditions, prefetch)] if mode != SEARCH_BM25 else []
+        sparse = bm25_query(query) if mode != SEARCH_DENSE else SparseVec((), ())
         if sparse.indices:
-            stages.append(
-                Stage(SPARSE, sparse, conditions, max(self.settings.rag_prefetch_limit, limit), with_vector=True)
-            )
-        stage_hits = await self._backend.search_stages(stages)
-        results = _fuse(vector, stage_hits, conditions)[:limit]
+            stages.append(Stage(SPARSE, sparse, conditions, prefetch, with_vector=True))
+        stage_hits = await self._backend.search_stages(stages) if stages else []
+        results = _fuse(vector, stage_hits, conditions, dense_stage=0 if mode != SEARCH_BM25 else None)[:limit]
         results = [r for r in results if r.score >= score_threshold]
         if timings is not None:
             timings["embed"] = (embedded - started) * 1000.0
@@ -737,7 +746,13 @@ def _allowed(payload: dict[str, Any], conditions: Conditions) -> bool:
     return equals_ok and any_ok
 
 
-def _fuse(vector: list[float], stage_hits: Sequence[Sequence[Hit]], conditions: Conditions) -> list[SearchResult]:
+def _fuse(
+    vector: list[float],
+    stage_hits: Sequence[Sequence[Hit]],
+    conditions: Conditions,
+    *,
+    dense_stage: int | None = 0,
+) -> list[SearchResult]:
     """Reciprocal rank fusion of the stages, with every tie broken by source id (R-RET-6).
 
     Within a stage, hits are ranked by (-score, source id) so equal scores get a stable order;
@@ -758,7 +773,7 @@ def _fuse(vector: list[float], stage_hits: Sequence[Sequence[Hit]], conditions: 
                 continue
             keys[hit.id] = (str(hit.payload.get("document_id", "")), int(hit.payload.get("chunk_index", 0)))
             payloads[hit.id] = hit.payload
-            if stage_index == 0:
+            if stage_index == dense_stage:
                 cosine[hit.id] = max(0.0, min(1.0, hit.score))
             elif hit.id not in cosine:
                 cosine[hit.id] = _cosine(query, hit.dense, 0.0)
