@@ -71,6 +71,9 @@ class Document(models.Model):
     chunk_count = models.PositiveIntegerField(default=0)
     warnings = models.JSONField(default=list, blank=True)
     version = models.PositiveIntegerField(default=1)
+    # Extra payload stored with every chunk of this document and returned in Citation.metadata
+    # (e.g. routing's verified knowledge: {"verified": true, "verified_by": ..., "verified_at": ...}).
+    chunk_metadata = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     indexed_at = models.DateTimeField(null=True, blank=True)

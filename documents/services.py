@@ -307,6 +307,7 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
                 page_number=chunk.page_number,
                 section=chunk.section,
                 token_count=chunk.token_count,
+                metadata=dict(document.chunk_metadata or {}),
             )
             for chunk in chunks
         ]
