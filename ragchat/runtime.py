@@ -12,7 +12,7 @@ from django.conf import settings
 
 from ragchat.services.config import RAGSettings
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entrant: building one part builds the parts it needs (vector service → embedder)
 _parts: dict[str, object] = {}
 _init_lock: asyncio.Lock | None = None
 _initialized = False
