@@ -115,6 +115,8 @@ def _map_error(e: BaseException, *, model: str, base_url: str) -> RAGServiceErro
         return ModelUnavailableError(
             f"Model '{model}' not available in Ollama ({_reason(e)}). Run: ollama pull {model}"
         )
+    if code is not None and code < 0:  # an `{"error": ...}` line inside the stream
+        return LLMResponseError(f"Ollama failed while answering with '{model}': {_reason(e)}")
     if code is not None:
         return LLMResponseError(f"Ollama error for model '{model}': {_reason(e)} (HTTP {code})")
     if isinstance(e, httpx.ConnectTimeout | httpx.PoolTimeout):
@@ -230,7 +232,7 @@ class OllamaLLM:
                 if chunk.content:
                     yield chunk.content
                 try:
-                    chunk = await _pull(agen, timeout)
+                    chunk = await _pull(agen, timeout, limit=timeout)
                 except Exception as e:
                     raise _map_error(e, model=model, base_url=self.base_url) from e
         finally:
@@ -239,7 +241,8 @@ class OllamaLLM:
     async def _first_chunk(self, agen: Any, deadline: float) -> Any:
         """The first chunk with text (or the final one), all within the first-token deadline."""
         while True:
-            chunk = await _pull(agen, deadline - time.monotonic())
+            chunk = await _pull(agen, deadline - time.monotonic(),
+                                limit=self.settings.rag_timeout_seconds)
             if chunk is None or chunk.content or chunk.usage_metadata:
                 return chunk
 
@@ -374,15 +377,15 @@ class OllamaLLM:
         return result
 
 
-async def _pull(agen: Any, timeout: float) -> Any:
+async def _pull(agen: Any, timeout: float, *, limit: float) -> Any:
     """Next chunk, or None at the end. Waiting longer than `timeout` cancels the read (which
-    closes the HTTP connection) and raises LLMTimeoutError."""
+    closes the HTTP connection) and raises LLMTimeoutError (`limit` is the configured value)."""
     try:
         return await asyncio.wait_for(agen.__anext__(), timeout=max(timeout, 0.0))
     except StopAsyncIteration:
         return None
     except TimeoutError as e:
-        raise LLMTimeoutError(f"No output from the model within {timeout:.1f} s") from e
+        raise LLMTimeoutError(f"No output from the model for {limit:g} s") from e
 
 
 async def _aclose(agen: Any) -> None:

@@ -316,3 +316,23 @@ async def test_consumer_leaving_early_closes_the_connection(
     assert await stream.__anext__() == "one"
     await stream.aclose()
     await wait_for_disconnect(fake_ollama)
+
+
+async def test_retries_never_outlast_rag_timeout(fake_ollama: FakeOllama) -> None:
+    """Seed 003 backoff (here 0.4 s, 0.8 s, ...) is cut at the RAG_TIMEOUT_SECONDS deadline."""
+    settings = RAGSettings(ollama_base_url=fake_ollama.url, rag_timeout_seconds=TIMEOUT,
+                           rag_retry_initial_delay=0.4, rag_retry_max_delay=10)
+    fake_ollama.fail_with(status=502, times=None)
+    started = time.monotonic()
+    with pytest.raises(LLMResponseError):
+        await collect(OllamaLLM(settings))
+    assert time.monotonic() - started < TIMEOUT + 0.3
+    assert len(fake_ollama.requests_to("/api/chat")) == 2  # 0.4 s fits, 0.4 + 0.8 s does not
+
+
+async def test_health_requires_the_ollama_embedding_model_when_used(fake_ollama: FakeOllama) -> None:
+    settings = RAGSettings(ollama_base_url=fake_ollama.url, embedding_backend="ollama",
+                           embedding_model="mxbai-embed-large")
+    health = await OllamaLLM(settings).health()
+    assert health["reachable"] is True and health["ok"] is False
+    assert health["missing"] == ["mxbai-embed-large"]
