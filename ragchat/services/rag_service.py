@@ -19,7 +19,7 @@ from .citations import build_context, extract_citations, make_snippet
 from .confidence import calculate_confidence, coverage_context, determine_action
 from .config import RAGSettings
 from .errors import ContextError, LLMTimeoutError, RAGServiceError
-from .logs import bind_request_id
+from .logs import request_id_var
 from .prompts import (
     CONFIDENCE_PROMPT,
     INSUFFICIENT_CONTEXT_ANSWER,
@@ -146,12 +146,22 @@ class RAGService:
         StageEvent("rating") → FinalEvent. The concatenated TokenEvents are always the answer.
 
         LLM failures are raised after the tokens already yielded, so the caller keeps the partial
-        text and the ContextEvent's passages.
+        text and the ContextEvent's passages (the chunks in the prompt). Short cuts: zero context
+        gives searching → ContextEvent(()) → TokenEvent(answer) → FinalEvent; small talk gives
+        TokenEvent(reply) → FinalEvent. Every log line of the run carries the request id.
         """
         request_id = request.request_id or uuid.uuid4().hex
-        with bind_request_id(request_id):
+        token = request_id_var.set(request_id)
+        try:
             async for event in self._stream(request, request_id):
                 yield event
+        finally:
+            try:
+                request_id_var.reset(token)
+            except ValueError:
+                # Closed from another context (an abandoned stream finalised by the loop):
+                # there is nothing of ours to restore there.
+                pass
 
     async def _stream(self, request: RAGRequest, request_id: str) -> AsyncIterator[StreamEvent]:
         start = time.perf_counter()

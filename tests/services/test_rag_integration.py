@@ -485,3 +485,44 @@ async def test_reranker_stage_in_pipeline(vector, rag_settings, fake_ollama, cap
     assert [c.source_id for c in reranked.context] == candidates[-1:]
     assert [c.source_id for c in broken.context] == [c.source_id for c in plain.context]
     assert "cross-encoder failed to load" in caplog.text
+
+
+async def test_logs_carry_request_id(rag, fake_ollama):
+    import io
+    import json
+    import logging
+
+    from ragchat.services.logs import JsonFormatter
+
+    cite(fake_ollama, 1)
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(JsonFormatter())
+    service_logger = logging.getLogger("ragchat.services.rag_service")
+    service_logger.addHandler(handler)
+    old_level = service_logger.level
+    service_logger.setLevel(logging.INFO)
+    try:
+        response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"], request_id="req-123"))
+    finally:
+        service_logger.removeHandler(handler)
+        service_logger.setLevel(old_level)
+    assert response.request_id == "req-123"
+    lines = [json.loads(line) for line in buffer.getvalue().splitlines()]
+    assert [line["event"] for line in lines] == ["rag_search", "rag_budget", "rag_generate", "rag_done"]
+    assert {line["request_id"] for line in lines} == {"req-123"}
+    assert lines[0]["query_strategy"] == STRATEGY_FIRST
+    assert set(lines[-1]["timings"]) == {"embed", "search", "generate", "rate"}
+
+
+async def test_abandoned_stream_is_closed_cleanly(rag, fake_ollama):
+    fake_ollama.reply("one two three four five six seven eight nine ten")
+    fake_ollama.token_delay(0.01)
+    stream = rag.stream(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    async for event in stream:
+        if isinstance(event, TokenEvent):
+            break  # the reader went away mid-answer
+    await stream.aclose()
+    # the service is still usable afterwards
+    cite(fake_ollama, 1)
+    assert (await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))).grounded
