@@ -132,6 +132,35 @@ class RAGService:
         """TokenCounter.count for this model: exact when cached, calibrated estimate otherwise."""
         return functools.partial(self.token_counter.count, model=model)
 
+    # spec v3's service methods, for callers that need one stage (e.g. a search-only view)
+    async def validate_model(self, model: str) -> str:
+        """Allowlist, then availability in Ollama (tag-aware); returns the MODEL_LIMITS name."""
+        return await self.llm.validate_model(model)
+
+    async def get_quality_context(
+        self, query: str, user_tags: Sequence[str], tenant_id: str = "default", max_chunks: int = 5
+    ) -> list[SearchResult]:
+        return await get_quality_context(
+            self.vector_service,
+            query=query,
+            user_tags=user_tags,
+            tenant_id=tenant_id,
+            settings=self.settings,
+            max_chunks=max_chunks,
+            reranker=self.reranker,
+        )
+
+    async def get_route_target(
+        self, context_results: Sequence[SearchResult], *, tenant_id: str = "default", confidence: int | None = None
+    ) -> RouteTarget:
+        return await get_route_target(
+            context_results,
+            owner_lookup=self.owner_lookup,
+            admin_email=self.settings.rag_admin_email,
+            tenant_id=tenant_id,
+            confidence=confidence,
+        )
+
     async def generate(self, request: RAGRequest) -> RAGResponse:
         """Run the whole pipeline and return the response (the stream, consumed)."""
         final: RAGResponse | None = None
@@ -280,12 +309,8 @@ class RAGService:
         action = determine_action(confidence.overall, self.confidence_threshold)
         route_to = None
         if action == "ROUTE":
-            route_to = await get_route_target(
-                chunks,
-                owner_lookup=self.owner_lookup,
-                admin_email=self.settings.rag_admin_email,
-                tenant_id=request.tenant_id,
-                confidence=confidence.overall,
+            route_to = await self.get_route_target(
+                chunks, tenant_id=request.tenant_id, confidence=confidence.overall
             )
 
         # 9. Response

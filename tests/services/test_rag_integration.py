@@ -526,3 +526,13 @@ async def test_abandoned_stream_is_closed_cleanly(rag, fake_ollama):
     # the service is still usable afterwards
     cite(fake_ollama, 1)
     assert (await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))).grounded
+
+
+async def test_service_stage_methods(rag, owners):
+    owners[("hr", "default")] = TagOwner(user_id="7", email="hr@company.com")
+    assert await rag.validate_model("llama3.2") == "llama3.2"
+    chunks = await rag.get_quality_context(VACATION_Q, ["hr"], "default", max_chunks=2)
+    assert len(chunks) == 2 and chunks[0].document_id == VACATION
+    assert all(c.score >= rag.min_similarity_score for c in chunks)
+    target = await rag.get_route_target(chunks, confidence=41)
+    assert (target.tag, target.owner_email, target.reason) == ("hr", "hr@company.com", "Low confidence: 41% - routing to hr owner")
