@@ -285,7 +285,7 @@ async def test_unreachable_server_raises_vector_store_error(rag_settings):
     """A real refused connection: retried (transient), then surfaced as VectorStoreError."""
     from ragchat.services.errors import VectorStoreError
 
-    client = AsyncQdrantClient(url="http://127.0.0.1:9", timeout=1)
+    client = AsyncQdrantClient(url="http://127.0.0.1:9", timeout=1, check_compatibility=False)
     backend = ServerBackend(client=client, collection="x", retry_attempts=1, retry_initial_delay=0.01)
     service = VectorService(rag_settings, CachedEmbedder(HashingEmbedder()), backend=backend)
     with pytest.raises(VectorStoreError, match="Qdrant collection 'x'"):
