@@ -23,7 +23,7 @@ from ragchat.services.types import SOURCEID_PATTERN, Citation, SearchResult
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
 # Any bracketed SourceId marker, well-formed or not: what is not a known source is dropped.
-_ANY_MARKER_RE = re.compile(r"\[\s*SourceId\s*:[^\]\n]*\]", re.IGNORECASE)
+_ANY_MARKER_RE = re.compile(r"[ \t]*\[\s*SourceId\s*:[^\]\n]*\]", re.IGNORECASE)
 # While streaming, the tail may hold the start of a marker ("[Sourc", "[SourceId: 5a3f"): hide it.
 _PARTIAL_MARKER_RE = re.compile(r"\[(?:S(?:o(?:u(?:r(?:c(?:e(?:I(?:d(?::[^\]\n]*)?)?)?)?)?)?)?)?)?$", re.IGNORECASE)
 _PLACEHOLDER_RE = re.compile("\ue000(\\d+)\ue001")
@@ -93,7 +93,7 @@ def number_sources(text: str, known: Sequence[dict[str, Any]]) -> tuple[str, lis
     sources: list[dict[str, Any]] = []
 
     def replace(match: re.Match[str]) -> str:
-        well_formed = _SOURCEID_RE.fullmatch(match.group(0))
+        well_formed = _SOURCEID_RE.fullmatch(match.group(0).lstrip())
         source_id = well_formed.group(1) if well_formed else None
         if source_id is None or source_id not in by_id:
             return ""
@@ -102,9 +102,8 @@ def number_sources(text: str, known: Sequence[dict[str, Any]]) -> tuple[str, lis
             sources.append({**by_id[source_id], "n": numbers[source_id], "url": document_url(by_id[source_id]["document_id"])})
         return f"\ue000{numbers[source_id]}\ue001"
 
+    # Leading spaces go with the marker: "text [1]." reads "text[1]."; a dropped one leaves no gap.
     text = _ANY_MARKER_RE.sub(replace, text)
-    # "text [1]." reads better as "text[1]." — markers hug the word they support.
-    text = re.sub(" +(\ue000)", r"\1", text)
     return _REPEAT_RE.sub(r"\1", text), sources
 
 
@@ -115,9 +114,9 @@ def _percent(score: Any) -> str:
         return "N/A"
 
 
-def _marker_html(source: dict[str, Any], *, prefix: str) -> str:
+def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str:
     n = source["n"]
-    card_id = f"{prefix}-cite-{n}"
+    card_id = f"{prefix}-cite-{n}-{occurrence}"  # a source cited twice has two cards: ids stay unique
     page = "N/A" if source.get("page_number") is None else source["page_number"]
     section = source.get("section") or "N/A"
     full = source.get("snippet_full") or ""
@@ -140,6 +139,7 @@ def _marker_html(source: dict[str, Any], *, prefix: str) -> str:
         '<span class="cite-card" role="tooltip" id="{id}">'
         '<span class="cite-head"><span class="cite-num">{n}</span><span class="cite-doc">{doc}</span></span>'
         '<span class="cite-meta">Page {page} · Section {section} · Relevance {rel}</span>'
+        '{verified}'
         '<span class="cite-snippet">{short}</span>'
         '<span class="cite-full" id="{id}-full">{full}</span>'
         '<span class="cite-actions">{more}{link}</span>'
@@ -154,6 +154,17 @@ def _marker_html(source: dict[str, Any], *, prefix: str) -> str:
         full=full,
         more=more,
         link=link,
+        verified=_verified_html(source),
+    )
+
+
+def _verified_html(source: dict[str, Any]) -> str:
+    """Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>"."""
+    meta = source.get("metadata") or {}
+    if not meta.get("verified"):
+        return ""
+    return format_html(
+        '<span class="cite-verified">✓ Verified by {}, {}</span>', meta.get("verified_by") or "an owner", meta.get("verified_at") or ""
     )
 
 
@@ -164,5 +175,12 @@ def render_answer(text: str, *, known: Sequence[dict[str, Any]], prefix: str, st
     text, sources = number_sources(text, known)
     html = markdown_to_html(text)
     by_n = {s["n"]: s for s in sources}
-    html = _PLACEHOLDER_RE.sub(lambda m: _marker_html(by_n[int(m.group(1))], prefix=prefix), html)
+    seen: dict[int, int] = {}
+
+    def marker(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        seen[n] = seen.get(n, 0) + 1
+        return _marker_html(by_n[n], prefix=prefix, occurrence=seen[n])
+
+    html = _PLACEHOLDER_RE.sub(marker, html)
     return RenderedAnswer(html=html, sources=sources)

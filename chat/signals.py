@@ -6,3 +6,7 @@ is stored in its final state (complete, interrupted or failed), from a worker th
 from django.dispatch import Signal
 
 answer_completed = Signal()
+
+# session_opened(sender=ChatSession, session=ChatSession, user=User): the owner opened the session's
+# page (routing marks the answers delivered there as seen, clearing the unread badge).
+session_opened = Signal()

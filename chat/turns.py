@@ -170,6 +170,11 @@ class _Streamer:
             self.timer.cancel()
             self.timer = None
 
+    async def drain(self) -> None:
+        """Send what is buffered now (before a stage change, so frames stay in order)."""
+        await self.close()
+        await self.flush()
+
 
 async def turn_start(*, session_id, user, user_message: Message) -> Turn:
     """Create the draft, show the question and the draft to every tab, start the turn's task."""
@@ -232,6 +237,7 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
             elif isinstance(event, ContextEvent):
                 turn.passages = presenters.passages_from_results(event.results)
             elif isinstance(event, StageEvent):
+                await streamer.drain()
                 turn.stage = event.stage
                 await group_send_html(turn.session_id, _stage_html(turn))
             elif isinstance(event, FinalEvent):

@@ -6,7 +6,8 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import presenters, selectors, services
-from chat.models import Message
+from chat.models import ChatSession, Message
+from chat.signals import session_opened
 
 
 def _session_or_404(request, session_id):
@@ -33,6 +34,7 @@ def session_new(request):
 @require_GET
 def session_detail(request, session_id):
     session = _session_or_404(request, session_id)
+    session_opened.send(sender=ChatSession, session=session, user=request.user)
     messages = selectors.session_messages(session=session)
     # A draft still streaming when the page was rendered: the websocket sends its current state.
     streaming = [m.pk for m in messages if m.status == Message.Status.STREAMING]

@@ -1,0 +1,309 @@
+"""The chat websocket against the real ASGI app, the fake Ollama server and embedded Qdrant."""
+from __future__ import annotations
+
+import asyncio
+import re
+from dataclasses import replace
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chat import turns
+from chat.models import ChatSession, Message
+from ragchat.services.retrieval import STRATEGY_FIRST, STRATEGY_FOLLOW_UP
+from tests.chat.conftest import EXPENSE_DOC, VACATION_DOC, open_tab
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("drain_turns")]
+
+VACATION_Q = "How many vacation days do employees get per year?"
+
+
+@sync_to_async
+def messages_of(session) -> list[Message]:
+    return list(Message.objects.filter(session=session).order_by("id"))
+
+
+async def ask_and_finish(tab, question: str) -> str:
+    await tab.ask(question)
+    final = await tab.until_final()
+    await turns.wait_idle()
+    return final
+
+
+def frame_kind(frame: str) -> str:
+    if 'id="messages" hx-swap-oob="beforeend"' in frame:
+        return "question+draft"
+    if "-status" in frame and "msg-stage" in frame and frame.lstrip().startswith("<span"):
+        return "stage:" + re.search(r"stage-(\w+)", frame).group(1)
+    if '-body" class="msg-body md" hx-swap-oob="innerHTML"' in frame:
+        return "tokens"
+    if "composer-note" in frame:
+        return "note"
+    if 'class="msg msg-assistant status-' in frame:
+        return "final"
+    return "other"
+
+
+async def test_answer_streams_in_order_and_is_stored(chat_session, corpus, fake_ollama):
+    fake_ollama.reply_citing(2, words=8)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    final = await ask_and_finish(tab, VACATION_Q)
+    kinds = [frame_kind(f) for f in tab.frames]
+    kinds = [k for i, k in enumerate(kinds) if k != "tokens" or kinds[i - 1] != "tokens"]  # runs of tokens as one
+    assert kinds == ["note", "question+draft", "stage:searching", "stage:generating", "tokens", "stage:rating", "final"]
+
+    user_msg, answer = await messages_of(chat_session)
+    assert (user_msg.role, user_msg.content) == ("user", VACATION_Q)
+    assert answer.role == "assistant" and answer.status == Message.Status.COMPLETE
+    assert answer.reply_to_id == user_msg.pk
+    assert "[SourceId:" in answer.content
+    assert [c["document_id"] for c in answer.citations][:1] == [VACATION_DOC]
+    assert set(answer.confidence) == {"overall", "retrieval", "coverage", "llm"}
+    assert answer.confidence["llm"] == 80
+    assert answer.action in ("CITE", "ROUTE")
+    assert answer.model == "llama3.2"
+    assert answer.query_strategy == STRATEGY_FIRST
+    assert answer.retrieval_query == VACATION_Q
+    assert {"embed", "search", "generate", "rate", "total"} <= set(answer.timings)
+    assert answer.request_id and answer.error == ""
+    assert answer.passages and all("snippet_full" in p for p in answer.passages)
+    # The final render: numbered markers with cards, the sources list, the confidence breakdown.
+    assert 'class="cite-marker"' in final and "Vacation Policy.pdf" in final
+    assert "Confidence" in final and "Retrieval" in final and "Coverage" in final
+    assert "[SourceId:" not in final
+    session = await sync_to_async(ChatSession.objects.get)(pk=chat_session.pk)
+    assert session.title.startswith("How many vacation days")
+    await tab.close()
+
+
+async def test_tokens_are_coalesced_into_few_frames(chat_session, corpus, fake_ollama):
+    fake_ollama.reply(" ".join(f"word{i}" for i in range(300)) + " [SourceId: " + VACATION_DOC + ":0]")
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    token_frames = [f for f in tab.frames if frame_kind(f) == "tokens"]
+    assert 1 <= len(token_frames) < 100  # 600 streamed pieces
+    await tab.close()
+
+
+async def test_citation_markers_follow_first_use_and_drop_unknown_ids(chat_session, corpus, fake_ollama, settings):
+    settings.RAG = replace(settings.RAG, rag_min_similarity_score=0.0)  # both documents in the prompt
+    unknown = "00000000-0000-4000-8000-000000000000:3"
+    fake_ollama.reply(
+        f"Meals are covered [SourceId: {EXPENSE_DOC}:0]. You get 25 days [SourceId: {VACATION_DOC}:0] "
+        f"and a made-up rule [SourceId: {unknown}] and again [SourceId: {EXPENSE_DOC}:0]."
+    )
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    final = await ask_and_finish(tab, "Are meals and vacation days covered by the expense and vacation policy?")
+    _, answer = await messages_of(chat_session)
+    assert [c["source_id"] for c in answer.citations] == [f"{EXPENSE_DOC}:0", f"{VACATION_DOC}:0"]
+    body = re.search(r'-body" class="msg-body md">(.*?)</div>\s*<', final, re.S).group(1)
+    assert re.findall(r'class="cite-marker"[^>]*>(\d+)<', body) == ["1", "2", "1"]
+    assert unknown not in final, final[final.find(unknown) - 300 : final.find(unknown) + 50]
+    assert "made-up rule and again" in body.replace("\n", " ")
+    await tab.close()
+
+
+async def test_follow_up_is_contextualised_and_retrieves_the_topic(chat_session, corpus, fake_ollama):
+    fake_ollama.reply_citing(1)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    await ask_and_finish(tab, "does it cover contractors?")
+    rows = await messages_of(chat_session)
+    follow_up = rows[-1]
+    assert follow_up.query_strategy == STRATEGY_FOLLOW_UP
+    assert "vacation" in follow_up.retrieval_query.lower()
+    assert follow_up.passages[0]["document_id"] == VACATION_DOC
+    # The history reached the model: the first question is in the follow-up's prompt.
+    prompts = [r.body for r in fake_ollama.requests_to("/api/chat")]
+    assert any(VACATION_Q in str(p) and "contractors" in str(p) for p in prompts)
+    await tab.close()
+
+
+async def test_greeting_is_answered_directly_and_never_routed(chat_session, corpus, fake_ollama):
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    final = await ask_and_finish(tab, "hello!")
+    _, answer = await messages_of(chat_session)
+    assert answer.status == "complete" and answer.action == "CITE" and answer.route_target is None
+    assert answer.query_strategy == "smalltalk (direct reply)"
+    assert fake_ollama.requests_to("/api/chat") == []
+    assert "Confidence" not in final and "Ask the owner" not in final
+    await tab.close()
+
+
+@pytest.mark.parametrize(
+    ("script", "status", "sentence"),
+    [
+        ("down", "failed", turns.MSG_UNAVAILABLE),
+        ("unknown_model", "failed", turns.MSG_MODEL),
+        ("timeout", "failed", turns.MSG_TIMEOUT),
+        ("stall", "interrupted", turns.MSG_TIMEOUT),
+        ("error_mid_stream", "interrupted", turns.MSG_UNAVAILABLE),
+    ],
+)
+async def test_failure_keeps_question_partial_text_and_shows_passages(
+    chat_session, corpus, fake_ollama, script, status, sentence
+):
+    fake_ollama.reply("Employees get 25 vacation days per year according to the vacation policy document here.")
+    if script == "down":
+        fake_ollama.refuse_connections()
+    elif script == "unknown_model":
+        fake_ollama.models(["nomic-embed-text"])
+    elif script == "timeout":
+        fake_ollama.first_token_delay(4)
+    elif script == "stall":
+        fake_ollama.stall_after(6, 4)
+    elif script == "error_mid_stream":
+        fake_ollama.error_mid_stream(6)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    final = await ask_and_finish(tab, VACATION_Q)
+    user_msg, answer = await messages_of(chat_session)
+    assert user_msg.content == VACATION_Q
+    assert answer.status == status
+    assert answer.error == sentence and sentence in final
+    if status == "interrupted":
+        assert answer.content.startswith("Employees get 25")
+        assert "Employees get 25" in final and "incomplete" in final
+    else:
+        assert answer.content == ""
+    # The passages found are shown as a cited search result, with retry and ask-the-owner.
+    assert answer.passages and answer.passages[0]["document_id"] == VACATION_DOC
+    assert "Passages found" in final and "Vacation Policy.pdf" in final
+    assert f'name="retry" value="{answer.pk}"' in final and "Ask the owner" in final
+    await tab.close()
+
+
+async def test_retry_after_failure_answers_the_same_question(chat_session, corpus, fake_ollama):
+    fake_ollama.refuse_connections()
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    fake_ollama.accept_connections()
+    fake_ollama.reply_citing(1)
+    failed = (await messages_of(chat_session))[-1]
+    await tab.send({"retry": str(failed.pk)})
+    await tab.until_final()
+    await turns.wait_idle()
+    rows = await messages_of(chat_session)
+    assert [r.role for r in rows] == ["user", "assistant", "assistant"]
+    assert rows[1].status == "failed" and rows[2].status == "complete"
+    assert rows[2].reply_to_id == rows[0].pk
+    await tab.close()
+
+
+async def test_closing_the_tab_mid_answer_still_stores_it(chat_session, corpus, fake_ollama):
+    text = " ".join(f"part{i}" for i in range(40)) + f" [SourceId: {VACATION_DOC}:0]"
+    fake_ollama.reply(text)
+    fake_ollama.token_delay(0.02)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask(VACATION_Q)
+    while frame_kind(await tab.receive()) != "tokens":
+        pass
+    await tab.close()
+    await asyncio.sleep(0.6)
+    draft = (await messages_of(chat_session))[-1]
+    assert draft.status == "streaming" and draft.content.startswith("part0")  # saved while streaming
+    await turns.wait_idle()
+    answer = (await messages_of(chat_session))[-1]
+    assert answer.status == "complete" and answer.content == text
+    assert answer.citations and answer.citations[0]["document_id"] == VACATION_DOC
+
+
+async def test_two_tabs_both_see_the_answer_and_a_late_tab_catches_up(chat_session, corpus, fake_ollama):
+    fake_ollama.reply("Twenty-five days " * 20 + f"[SourceId: {VACATION_DOC}:0]")
+    fake_ollama.token_delay(0.01)
+    first = await open_tab(chat_session.owner, chat_session.pk)
+    second = await open_tab(chat_session.owner, chat_session.pk)
+    assert await first.connect() and await second.connect()
+    await first.ask(VACATION_Q)
+    while frame_kind(await first.receive()) != "tokens":
+        pass
+    late = await open_tab(chat_session.owner, chat_session.pk)
+    assert await late.connect()
+    snapshot = await late.receive()
+    assert "status-streaming" in snapshot and "Twenty-five" in snapshot
+    finals = [await t.until_final() for t in (first, second, late)]
+    assert all("Twenty-five days" in f and "status-complete" in f for f in finals)
+    assert "question+draft" in [frame_kind(f) for f in second.frames]
+    for t in (first, second, late):
+        await t.close()
+
+
+async def test_page_rendered_with_a_draft_syncs_it_on_connect(chat_session, corpus, fake_ollama):
+    fake_ollama.reply_citing(1)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    await tab.close()
+    answer = (await messages_of(chat_session))[-1]
+    tab = await open_tab(chat_session.owner, chat_session.pk, query=f"sync={answer.pk}")
+    assert await tab.connect()
+    frame = await tab.receive()
+    assert f'id="m{answer.pk}"' in frame and "status-complete" in frame
+    await tab.close()
+
+
+@pytest.mark.parametrize(
+    ("question", "expected"),
+    [("a?", "too short"), ("  ", "too short"), ("x" * 2001, "too long")],
+)
+async def test_question_validation_sends_nothing(chat_session, corpus, fake_ollama, question, expected):
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask(question)
+    frame = await tab.receive()
+    assert frame_kind(frame) == "note" and expected in frame
+    assert await tab.comm.receive_nothing(timeout=0.3)
+    assert await messages_of(chat_session) == []
+    assert fake_ollama.requests == []
+    await tab.close()
+
+
+async def test_second_question_while_answering_is_refused(chat_session, corpus, fake_ollama):
+    fake_ollama.reply("slow " * 30)
+    fake_ollama.token_delay(0.02)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask(VACATION_Q)
+    await tab.ask("And what about expense reports?")
+    await tab.until_final()
+    await turns.wait_idle()
+    assert any("wait until the current answer" in f for f in tab.frames)
+    assert [m.role for m in await messages_of(chat_session)] == ["user", "assistant"]
+    await tab.close()
+
+
+async def test_another_users_session_is_refused(chat_session, other_user, rag_runtime):
+    tab = await open_tab(other_user, chat_session.pk)
+    assert not await tab.connect()
+
+
+async def test_anonymous_is_refused(chat_session, rag_runtime):
+    tab = await open_tab(None, chat_session.pk)
+    assert not await tab.connect()
+
+
+async def test_foreign_origin_is_refused(chat_session, rag_runtime):
+    tab = await open_tab(chat_session.owner, chat_session.pk, origin="https://evil.example")
+    assert not await tab.connect()
+
+
+async def test_pushed_owner_answer_reaches_open_tabs(chat_session, other_user, rag_runtime):
+    from chat import services
+
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    message = await sync_to_async(services.message_create_owner_answer)(
+        session=chat_session, author=other_user, content="Contractors get **no** paid vacation."
+    )
+    await services.message_broadcast(message=message)
+    frame = await tab.receive()
+    assert f'id="m{message.pk}"' in frame and "msg-owner" in frame
+    assert "<strong>no</strong>" in frame and "Answer from mallory" in frame
+    await tab.close()
