@@ -71,6 +71,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "routing.context_processors.routing_nav",
             ],
         },
     },
@@ -147,6 +148,9 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ragchat@localhost")
 RAGCHAT_BASE_URL = env.str("RAGCHAT_BASE_URL", default="http://127.0.0.1:8000")
+# Routing (R-ROUTE-6): an open question on the same tag at least this similar (cosine of the query
+# embeddings) joins its group, and one answer reaches every asker.
+ROUTING_GROUP_SIMILARITY = env.float("ROUTING_GROUP_SIMILARITY", default=0.85)
 
 # Upload limits (R-DOC-7)
 RAGCHAT_MAX_UPLOAD_BYTES = env.int("RAGCHAT_MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)

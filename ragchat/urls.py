@@ -12,5 +12,6 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("documents/", include("documents.urls")),
+    path("routing/", include("routing.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -1,0 +1,448 @@
+"""Writes for routing: create a routed question (automatic ROUTE or the asker's "ask the owner"),
+group it with similar open ones, notify the owner, answer it (delivered into every asker's session),
+and publish the answer as verified knowledge.
+
+Notifications go out after the transaction commits: live on the recipient's channel group
+(`user_group_name(user_id)`, joined by the inbox consumer) and by email (Django's email backend).
+"""
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.mail import send_mail
+from django.db import transaction
+from django.db.models import Q
+from django.urls import reverse
+from django.utils import timezone
+
+from chat import services as chat_services
+from chat.models import ChatSession, Message
+from documents.models import Document, Tag
+from ragchat import runtime
+from ragchat.services.routing import admin_fallback, primary_tag
+from ragchat.services.types import SearchResult
+from routing.models import QuestionGroup, RoutedQuestion
+from routing.selectors import STRATEGY_SMALLTALK, user_can_answer
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_GROUP_SIMILARITY = 0.85
+
+
+class RoutingError(Exception):
+    """The action is refused; the message is for the user."""
+
+
+class QuestionNotFound(RoutingError):
+    """Not the asker's answer / not the user's question: views turn this into a 404."""
+
+
+def group_similarity() -> float:
+    return float(getattr(settings, "ROUTING_GROUP_SIMILARITY", DEFAULT_GROUP_SIMILARITY))
+
+
+def user_group_name(user_id) -> str:
+    """The channel group of one user's open inbox pages."""
+    return f"routing.user.{user_id}"
+
+
+def absolute_url(path: str) -> str:
+    return settings.RAGCHAT_BASE_URL.rstrip("/") + path
+
+
+def display_name(user) -> str:
+    if user is None:
+        return "an administrator"
+    return user.get_full_name() or user.username
+
+
+# ------------------------------------------------------------------------------------- targeting
+
+
+def _context_tags(message: Message, tenant_id: str) -> list[SearchResult]:
+    """The answer's retrieved passages as SearchResults carrying their documents' tags (the chunk
+    payload's tags are not kept on the message; the database has them)."""
+    passages = list(message.passages or []) or list(message.citations or [])
+    doc_ids = {p.get("document_id") for p in passages if isinstance(p, dict) and p.get("document_id")}
+    tags_of: dict[str, list[str]] = {}
+    rows = Document.objects.filter(id__in=list(doc_ids), tenant_id=tenant_id).values_list("id", "tags__slug")
+    for doc_id, slug in rows:
+        if slug:
+            tags_of.setdefault(str(doc_id), []).append(slug)
+    return [
+        SearchResult(
+            document_id=str(p["document_id"]),
+            chunk_index=int(p.get("chunk_index") or 0),
+            document_name=str(p.get("document_name") or ""),
+            chunk_text="",
+            score=float(p.get("relevance_score") or 0.0),
+            tags=sorted(tags_of.get(str(p["document_id"]), [])),
+        )
+        for p in passages
+        if isinstance(p, dict) and p.get("document_id")
+    ]
+
+
+def _target_for(*, tag: Tag | None, reason_prefix: str) -> tuple[object | None, bool, str]:
+    """(owner user, fallback?, reason) for a tag — the core's rules (ragchat.services.routing):
+    no tag, no owner, or an owner whose account is gone (inactive / no email) go to the admin."""
+    admin_email = settings.RAG.rag_admin_email
+    if tag is None:
+        return None, True, admin_fallback(f"{reason_prefix}No specific tags in context", admin_email=admin_email).reason
+    owner = tag.owner
+    if owner is None:
+        return None, True, admin_fallback(f"{reason_prefix}No owner for tag '{tag.slug}'", admin_email=admin_email).reason
+    if not owner.is_active or not owner.email:
+        reason = admin_fallback(f"{reason_prefix}Owner not found for tag '{tag.slug}'", admin_email=admin_email).reason
+        return None, True, reason
+    return owner, False, f"{reason_prefix}Routing to {tag.slug} owner"
+
+
+def _tag_by_slug(tenant_id: str, slug: str | None) -> Tag | None:
+    if not slug:
+        return None
+    return Tag.objects.filter(tenant_id=tenant_id, slug=slug).select_related("owner").first()
+
+
+# ------------------------------------------------------------------------------------- grouping
+
+
+def _embed(text: str) -> tuple[list[float], str]:
+    embedder = runtime.embedder()
+    try:
+        vector = async_to_sync(embedder.embed_query)(text)
+    except Exception as e:  # grouping is a convenience: the question is routed on its own
+        logger.warning("routing: embedding for grouping failed: %s", e, extra={"event": "routing_embed_failed"})
+        return [], ""
+    return [float(v) for v in vector], str(getattr(embedder, "model_name", "") or "")
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    if not a or not b or len(a) != len(b):
+        return 0.0
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
+
+
+def group_find_or_create(*, tenant_id: str, tag: Tag | None, query: str) -> tuple[QuestionGroup, bool]:
+    """The open group on the same tag whose representative query is most similar (at least
+    ROUTING_GROUP_SIMILARITY), or a new group for this query. Returns (group, created)."""
+    vector, model_name = _embed(query)
+    threshold = group_similarity()
+    best: tuple[float, QuestionGroup] | None = None
+    if vector:
+        candidates = QuestionGroup.objects.filter(
+            tenant_id=tenant_id, status=QuestionGroup.Status.OPEN, embedding_model=model_name
+        )
+        candidates = candidates.filter(tag=tag) if tag is not None else candidates.filter(tag__isnull=True)
+        for group in candidates.order_by("-created_at")[:500]:
+            score = cosine(vector, group.embedding)
+            if score >= threshold and (best is None or score > best[0]):
+                best = (score, group)
+    if best is not None:
+        return best[1], False
+    group = QuestionGroup.objects.create(
+        tenant_id=tenant_id, tag=tag, representative_query=query, embedding=vector, embedding_model=model_name
+    )
+    return group, True
+
+
+# ------------------------------------------------------------------------------------- creation
+
+
+def _routable(message: Message) -> bool:
+    return (
+        message.role == Message.Role.ASSISTANT
+        and message.status != Message.Status.STREAMING
+        and message.query_strategy != STRATEGY_SMALLTALK
+    )
+
+
+def _snapshot_sources(message: Message) -> list[dict]:
+    """What the asker could see: the passages retrieved under their access (cited ones marked)."""
+    cited = {c.get("source_id") for c in (message.citations or []) if isinstance(c, dict)}
+    seen: set[str] = set()
+    sources: list[dict] = []
+    for item in list(message.citations or []) + list(message.passages or []):
+        if not isinstance(item, dict) or item.get("source_id") in seen:
+            continue
+        seen.add(item.get("source_id"))
+        sources.append({**item, "cited": item.get("source_id") in cited})
+    return sources
+
+
+def _create(*, message: Message, origin: str) -> RoutedQuestion:
+    session: ChatSession = message.session
+    asker = session.owner
+    tenant_id = asker.tenant_id
+    route = message.route_target or {}
+    question_message = message.reply_to
+    question_text = (question_message.content if question_message else "") or message.retrieval_query
+    query = message.retrieval_query or question_text
+
+    if route and not route.get("fallback") and origin == RoutedQuestion.Origin.ROUTE:
+        # The core found an owner with an email; the tag is the route's.
+        tag = _tag_by_slug(tenant_id, route.get("tag"))
+    else:
+        tag = _tag_by_slug(tenant_id, primary_tag(_context_tags(message, tenant_id)))
+    prefix = "Asked the owner: " if origin == RoutedQuestion.Origin.MANUAL else ""
+    target, fallback, reason = _target_for(tag=tag, reason_prefix=prefix)
+    if origin == RoutedQuestion.Origin.ROUTE and route.get("reason"):
+        reason = route["reason"] if route.get("fallback") == fallback else reason
+    group, new_group = group_find_or_create(tenant_id=tenant_id, tag=tag, query=query)
+    question = RoutedQuestion.objects.create(
+        tenant_id=tenant_id,
+        asker=asker,
+        session=session,
+        message=message,
+        question_message=question_message,
+        tag=tag,
+        target=target,
+        fallback=fallback,
+        reason=reason[:300],
+        origin=origin,
+        question=question_text,
+        contextual_query=query,
+        citations=_snapshot_sources(message),
+        draft=message.content,
+        confidence=dict(message.confidence or {}),
+        group=group,
+    )
+    logger.info(
+        "question routed",
+        extra={"event": "question_routed", "question_id": question.pk, "fallback": fallback, "origin": origin},
+    )
+    transaction.on_commit(lambda: notify_new_question(question_id=question.pk, email=new_group))
+    return question
+
+
+def question_route(*, message: Message) -> RoutedQuestion | None:
+    """For a finished ROUTE answer: route its question to the tag owner (or the admins). Greetings,
+    CITE answers and failed turns are not routed; routing the same answer twice returns the first."""
+    if message.action != "ROUTE" or message.status != Message.Status.COMPLETE or not _routable(message):
+        return None
+    existing = RoutedQuestion.objects.filter(message=message).first()
+    if existing is not None:
+        return existing
+    with transaction.atomic():
+        return _create(message=message, origin=RoutedQuestion.Origin.ROUTE)
+
+
+def question_escalate(*, user, message: Message) -> RoutedQuestion:
+    """The asker's one-click "ask the owner" on any answer of theirs (idempotent per answer)."""
+    if user is None or not user.is_authenticated or message.session.owner_id != user.pk:
+        raise QuestionNotFound("No such answer.")
+    if not _routable(message):
+        raise RoutingError("This reply cannot be sent to an owner.")
+    existing = RoutedQuestion.objects.filter(message=message).first()
+    if existing is not None:
+        return existing
+    with transaction.atomic():
+        return _create(message=message, origin=RoutedQuestion.Origin.MANUAL)
+
+
+# ------------------------------------------------------------------------------------- notifications
+
+
+def recipients_for(question: RoutedQuestion) -> list:
+    """Who is told about a new question: the owner, or every active admin of the tenant."""
+    if question.target is not None and not question.fallback:
+        return [question.target]
+    User = get_user_model()
+    return list(
+        User.objects.filter(tenant_id=question.tenant_id, is_active=True).filter(Q(is_superuser=True) | Q(is_staff=True))
+    )
+
+
+def _group_send(group: str, event: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, event)
+    except Exception as e:  # live updates are a nicety: the inbox shows it on reload
+        logger.warning("routing: live push failed: %s", e, extra={"event": "routing_push_failed"})
+
+
+def notify_new_question(*, question_id: int, email: bool = True) -> None:
+    question = RoutedQuestion.objects.select_related("target", "tag", "asker").get(pk=question_id)
+    recipients = recipients_for(question)
+    for user in recipients:
+        _group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
+    if not email:
+        return
+    addresses = sorted({u.email for u in recipients if u.email})
+    if question.fallback and not addresses:
+        addresses = [settings.RAG.rag_admin_email]
+    if not addresses:
+        return
+    topic = question.tag.name if question.tag else "no topic"
+    url = absolute_url(reverse("routing:question", args=[question.pk]))
+    body = (
+        f"{display_name(question.asker)} asked a question about {topic} that the assistant could not answer "
+        f"with confidence.\n\n"
+        f"Question:\n{question.question}\n\n"
+        f"Why it came to you: {question.reason}\n\n"
+        f"Answer it here:\n{url}\n"
+    )
+    _send(subject=f"[ragchat] New question about {topic}", body=body, to=addresses)
+
+
+def _send(*, subject: str, body: str, to: list[str]) -> None:
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, to, fail_silently=False)
+    except Exception as e:  # a mail server outage must not undo the routing or the answer
+        logger.error("routing: email failed: %s", e, extra={"event": "routing_email_failed"})
+
+
+def notify_answer(*, question_id: int) -> None:
+    question = RoutedQuestion.objects.select_related("asker", "answered_by").get(pk=question_id)
+    if not question.asker.email:
+        return
+    url = absolute_url(reverse("chat:session", args=[question.session_id]))
+    when = timezone.localtime(question.answered_at).strftime("%d %b %Y, %H:%M")
+    body = (
+        f"{display_name(question.answered_by)} answered your question on {when}.\n\n"
+        f"Your question:\n{question.question}\n\n"
+        f"Answer:\n{question.answer}\n\n"
+        f"See it in your chat:\n{url}\n"
+    )
+    _send(subject="[ragchat] Your question was answered", body=body, to=[question.asker.email])
+
+
+def _inbox_changed(question: RoutedQuestion) -> None:
+    """Tell every inbox showing this question to re-render (or drop) its row."""
+    for user in recipients_for(question):
+        _group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
+
+
+# ------------------------------------------------------------------------------------- answering
+
+
+def question_answer(
+    *, question: RoutedQuestion, user, text: str, publish: bool = False, publish_tag: Tag | None = None
+) -> list[RoutedQuestion]:
+    """Answer a question and every other open one of its group: each asker gets the answer as a
+    message in their session (live if open), labelled with who answered, and an email. With
+    `publish`, the question and answer also become a verified document on the tag."""
+    text = (text or "").strip()
+    if not text:
+        raise RoutingError("Write an answer first.")
+    if not user_can_answer(user=user, question=question):
+        raise QuestionNotFound("No such question.")
+    now = timezone.now()
+    with transaction.atomic():
+        locked = RoutedQuestion.objects.select_for_update().get(pk=question.pk)
+        if locked.status != RoutedQuestion.Status.OPEN:
+            raise RoutingError("This question has already been answered or closed.")
+        group_ids = [locked.pk]
+        if locked.group_id is not None:
+            group_ids = list(
+                RoutedQuestion.objects.select_for_update()
+                .filter(group_id=locked.group_id, status=RoutedQuestion.Status.OPEN)
+                .values_list("pk", flat=True)
+            )
+        answered: list[RoutedQuestion] = []
+        for item in RoutedQuestion.objects.filter(pk__in=group_ids).select_related("session", "question_message"):
+            message = chat_services.message_create_owner_answer(
+                session=item.session, author=user, content=text, reply_to=item.question_message
+            )
+            item.status = RoutedQuestion.Status.ANSWERED
+            item.answer = text
+            item.answered_by = user
+            item.answered_at = now
+            item.answer_message = message
+            item.seen_at = None
+            item.save(update_fields=["status", "answer", "answered_by", "answered_at", "answer_message", "seen_at"])
+            chat_services.message_push(message=message)
+            transaction.on_commit(lambda pk=item.pk: notify_answer(question_id=pk))
+            transaction.on_commit(lambda q=item: _inbox_changed(q))
+            answered.append(item)
+        if locked.group_id is not None:
+            QuestionGroup.objects.filter(pk=locked.group_id).update(status=QuestionGroup.Status.ANSWERED, answered_at=now)
+    question.refresh_from_db()
+    if publish:
+        question_publish(question=question, user=user, tag=publish_tag)
+    return answered
+
+
+def question_close(*, question: RoutedQuestion, user) -> RoutedQuestion:
+    """Close without an answer (spam, duplicate, nothing to say)."""
+    if not user_can_answer(user=user, question=question):
+        raise QuestionNotFound("No such question.")
+    RoutedQuestion.objects.filter(pk=question.pk, status=RoutedQuestion.Status.OPEN).update(
+        status=RoutedQuestion.Status.CLOSED
+    )
+    question.refresh_from_db()
+    if question.group_id is not None and not question.group.questions.filter(status=RoutedQuestion.Status.OPEN).exists():
+        QuestionGroup.objects.filter(pk=question.group_id).update(status=QuestionGroup.Status.CLOSED)
+    transaction.on_commit(lambda: _inbox_changed(question))
+    return question
+
+
+def verified_document_text(*, question: RoutedQuestion, answered_by, at: datetime) -> str:
+    return (
+        f"# {question.question.strip()}\n\n"
+        f"**Question:** {question.question.strip()}\n\n"
+        f"**Answer:** {question.answer.strip()}\n\n"
+        f"_Verified by {display_name(answered_by)} on {at.date().isoformat()}._\n"
+    )
+
+
+def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) -> Document:
+    """Publish an answered question as a verified document scoped to its tag (R-ROUTE-5). It is
+    uploaded and ingested like any document; its chunks carry verified / verified_by / verified_at,
+    which citations expose in Citation.metadata."""
+    from documents.services import UploadRefused, document_create
+    from documents.tasks import ingestion_enqueue
+
+    if not user_can_answer(user=user, question=question):
+        raise QuestionNotFound("No such question.")
+    if question.status != RoutedQuestion.Status.ANSWERED or not question.answer:
+        raise RoutingError("Answer the question before publishing it.")
+    if question.published_document_id is not None:
+        raise RoutingError("This answer is already published.")
+    tag = tag or question.tag
+    if tag is None:
+        raise RoutingError("Choose the tag to publish this answer under.")
+    answered_by = question.answered_by or user
+    at = question.answered_at or timezone.now()
+    data = verified_document_text(question=question, answered_by=answered_by, at=at).encode()
+    try:
+        document = document_create(user=user, data=data, filename=f"verified-answer-{question.pk}.md", tags=[tag])
+    except UploadRefused as e:
+        raise RoutingError(str(e)) from e
+    document.title = question.question.strip()[:300]
+    document.chunk_metadata = {
+        "verified": True,
+        "verified_by": display_name(answered_by),
+        "verified_by_id": answered_by.pk,
+        "verified_at": at.date().isoformat(),
+        "routed_question_id": question.pk,
+    }
+    document.save(update_fields=["title", "chunk_metadata", "updated_at"])
+    RoutedQuestion.objects.filter(pk=question.pk).update(published_document=document)
+    if question.group_id is not None:
+        RoutedQuestion.objects.filter(group_id=question.group_id, status=RoutedQuestion.Status.ANSWERED).update(
+            published_document=document
+        )
+    question.published_document = document
+    transaction.on_commit(lambda: ingestion_enqueue(document.pk))
+    logger.info("answer published", extra={"event": "answer_published", "document_id": str(document.pk)})
+    return document
+
+
+def answers_mark_seen(*, user, session: ChatSession) -> int:
+    """The asker opened the session: its answered questions no longer count as unread."""
+    return RoutedQuestion.objects.filter(
+        asker=user, session=session, status=RoutedQuestion.Status.ANSWERED, seen_at__isnull=True
+    ).update(seen_at=timezone.now())

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from routing import views
+
+app_name = "routing"
+
+urlpatterns = [
+    path("inbox/", views.inbox, name="inbox"),
+    path("mine/", views.my_questions, name="mine"),
+    path("q/<int:question_id>/", views.question_detail, name="question"),
+    path("q/<int:question_id>/publish/", views.question_publish, name="publish"),
+    path("q/<int:question_id>/close/", views.question_close, name="close"),
+    path("escalate/<int:message_id>/", views.escalate, name="escalate"),
+]

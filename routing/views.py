@@ -1,0 +1,174 @@
+"""Routing pages: the owner's inbox (with the R-ROUTE-7 figures), one question with its answer form,
+the asker's "ask the owner" button, and the asker's list of their routed questions.
+
+Every question is looked up through `question_for_user`: anyone but its owner and the admins gets a
+404, on the page and on POST alike.
+"""
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import selectors as chat_selectors
+from chat.models import Message
+from chat.rendering import render_answer
+from documents.selectors import tags_uploadable_by
+from routing import selectors, services
+from routing.forms import AnswerForm
+from routing.models import RoutedQuestion
+
+
+@login_required
+@require_GET
+def inbox(request):
+    user = request.user
+    if not selectors.user_has_inbox(user=user):
+        raise Http404("No inbox.")
+    rows = selectors.inbox_rows(user=user)
+    answered = selectors.inbox_questions(user=user, status=RoutedQuestion.Status.ANSWERED)[:10]
+    return render(
+        request,
+        "routing/inbox.html",
+        {
+            "rows": rows,
+            "open_count": sum(r.askers for r in rows),
+            "answered": answered,
+            "figures": selectors.tag_figures(user=user),
+            "is_admin": selectors.user_is_routing_admin(user),
+            "window_days": selectors.FIGURES_WINDOW_DAYS,
+        },
+    )
+
+
+def render_inbox_row(*, row: selectors.InboxRow) -> str:
+    return render_to_string("routing/_inbox_row.html", {"row": row})
+
+
+def _publish_tags(*, user, question: RoutedQuestion):
+    if question.tag is not None:
+        return None
+    return tags_uploadable_by(user=user).exclude(slug="public").order_by("name")
+
+
+@login_required
+def question_detail(request, question_id):
+    question = selectors.question_for_user(user=request.user, question_id=question_id)
+    publish_tags = _publish_tags(user=request.user, question=question)
+    form = AnswerForm(publish_tags=publish_tags)
+    if request.method == "POST":
+        form = AnswerForm(request.POST, publish_tags=publish_tags)
+        if form.is_valid():
+            try:
+                answered = services.question_answer(
+                    question=question,
+                    user=request.user,
+                    text=form.cleaned_data["answer"],
+                    publish=form.cleaned_data["publish"],
+                    publish_tag=form.cleaned_data.get("publish_tag"),
+                )
+            except services.QuestionNotFound as e:
+                raise Http404("No such question.") from e
+            except services.RoutingError as e:
+                form.add_error(None, str(e))
+            else:
+                people = len(answered)
+                messages.success(
+                    request,
+                    f"Answer sent to {people} {'person' if people == 1 else 'people'}."
+                    + (" Published as verified knowledge: it is being indexed." if form.cleaned_data["publish"] else ""),
+                )
+                return redirect("routing:question", question_id=question.pk)
+    elif request.method != "GET":
+        return HttpResponse(status=405)
+    return render(
+        request,
+        "routing/question.html",
+        {
+            "q": question,
+            "form": form,
+            "group": selectors.group_questions(question=question),
+            "conversation": selectors.conversation_before(question=question),
+            "sources": question.citations or [],
+            "confidence": _confidence(question),
+            "draft_html": render_answer(question.draft, known=question.citations or [], prefix=f"rq{question.pk}").html
+            if question.draft
+            else "",
+            "can_publish": question.status == RoutedQuestion.Status.ANSWERED and not question.published_document_id,
+            "publish_tags": publish_tags,
+        },
+    )
+
+
+def _confidence(question: RoutedQuestion) -> dict | None:
+    c = question.confidence or {}
+    if "overall" not in c:
+        return None
+
+    def pct(v) -> int:
+        try:
+            return round(float(v) * 100)
+        except (TypeError, ValueError):
+            return 0
+
+    return {"overall": int(c["overall"]), "retrieval": pct(c.get("retrieval")), "coverage": pct(c.get("coverage")),
+            "llm": int(c.get("llm") or 0)}
+
+
+@login_required
+@require_POST
+def question_publish(request, question_id):
+    question = selectors.question_for_user(user=request.user, question_id=question_id)
+    tag = None
+    raw = request.POST.get("publish_tag")
+    if raw:
+        tag = tags_uploadable_by(user=request.user).filter(pk=raw if raw.isdigit() else -1).first()
+        if tag is None:
+            raise Http404("No such tag.")
+    try:
+        services.question_publish(question=question, user=request.user, tag=tag)
+    except services.QuestionNotFound as e:
+        raise Http404("No such question.") from e
+    except services.RoutingError as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(request, "Published as verified knowledge: it is being indexed.")
+    return redirect("routing:question", question_id=question.pk)
+
+
+@login_required
+@require_POST
+def question_close(request, question_id):
+    question = selectors.question_for_user(user=request.user, question_id=question_id)
+    services.question_close(question=question, user=request.user)
+    messages.success(request, "Question closed without an answer.")
+    return redirect("routing:inbox")
+
+
+@login_required
+@require_POST
+def escalate(request, message_id):
+    """The asker's "Ask the owner" on an answer (htmx: returns the button's replacement)."""
+    message = Message.objects.filter(pk=message_id).select_related("session", "reply_to").first()
+    if message is None or chat_selectors.session_for_user(user=request.user, session_id=message.session_id) is None:
+        raise Http404("No such answer.")
+    try:
+        question = services.question_escalate(user=request.user, message=message)
+    except services.QuestionNotFound as e:
+        raise Http404("No such answer.") from e
+    except services.RoutingError as e:
+        return HttpResponse(render_to_string("routing/_escalated.html", {"error": str(e)}), status=400)
+    html = render_to_string("routing/_escalated.html", {"q": question})
+    if request.htmx:
+        return HttpResponse(html)
+    messages.success(request, "Your question was sent.")
+    return redirect("chat:session", session_id=message.session_id)
+
+
+@login_required
+@require_GET
+def my_questions(request):
+    return render(request, "routing/mine.html", {"questions": selectors.questions_asked_by(user=request.user)[:100]})
