@@ -18,7 +18,14 @@ from .budget import TokenBudget
 from .citations import build_context, extract_citations, make_snippet
 from .confidence import calculate_confidence, coverage_context, determine_action
 from .config import RAGSettings
-from .errors import ContextError, LLMTimeoutError, RAGServiceError
+from .errors import (
+    ContextError,
+    LLMConnectionError,
+    LLMTimeoutError,
+    ModelUnavailableError,
+    RAGServiceError,
+)
+from .llm import allowlisted_model
 from .logs import request_id_var
 from .prompts import (
     CONFIDENCE_PROMPT,
@@ -206,8 +213,15 @@ class RAGService:
             )
             return
 
-        # 1. Validate model (allowlist, then availability in Ollama, tag-aware)
-        model = await self.llm.validate_model(request.model or self.default_model)
+        # 1. Validate model (allowlist, then availability in Ollama, tag-aware). An allowed model
+        # that Ollama cannot serve right now does not stop retrieval: the caller still gets the
+        # passages (ContextEvent) to show as cited search results, then the error.
+        model_error: RAGServiceError | None = None
+        try:
+            model = await self.llm.validate_model(request.model or self.default_model)
+        except (LLMConnectionError, ModelUnavailableError) as e:
+            model_error = e
+            model = allowlisted_model(request.model or self.default_model) or self.default_model
 
         # 2. Retrieve quality context
         if request.retrieval_query:
@@ -263,6 +277,13 @@ class RAGService:
 
         # The passages the answer may cite (and the asker may see), also if generation fails.
         yield ContextEvent(tuple(chunks))
+        if model_error is not None:
+            logger.warning(
+                "model unavailable, passages only: %s",
+                model_error,
+                extra={"event": "rag_model_unavailable", "error_type": type(model_error).__name__},
+            )
+            raise model_error
 
         # 4. Prompt with SourceIds
         messages = [

@@ -57,11 +57,27 @@ def status_code_of(exc: BaseException) -> int | None:
     return code if isinstance(code, int) else None
 
 
+def _refused(exc: BaseException) -> bool:
+    """True when the error chain (clients wrap it two or three times) holds a refused connection."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConnectionRefusedError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
 def is_transient_error(exc: BaseException) -> bool:
     """Seed 003's retryable list. Anything unknown is not retried."""
     code = status_code_of(exc)
     if code is not None:
         return code in TRANSIENT_STATUS_CODES
+    if _refused(exc):
+        # Nothing listens there: seed 003 retries connection *timeouts* and DNS errors, and a
+        # refusal does not heal in seconds. Failing fast lets the chat show the passages at once.
+        return False
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
         return True
     if isinstance(exc, httpx.TimeoutException):

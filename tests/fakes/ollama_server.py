@@ -34,6 +34,9 @@ DEFAULT_REPLY = "This is the fake model's answer."
 DEFAULT_RATING: int | str = 80
 CONFIDENCE_MARKER = "Rate the support level"
 SOURCE_ID_RE = re.compile(r"\[SourceId:\s*([a-f0-9-]{36}:\d+)\]")
+# A context chunk's header line (spec v3 chunk format), as opposed to the example id that the
+# system prompt's rule 4 mentions inline.
+SOURCE_HEADER_RE = re.compile(r"^\[SourceId:\s*([a-f0-9-]{36}:\d+)\]\s*$", re.MULTILINE)
 _PIECE_RE = re.compile(r"\s+|\S+")
 _TOKEN_RE = re.compile(r"\w{1,4}|[^\w\s]")
 _WORD_RE = re.compile(r"\w+")
@@ -419,7 +422,8 @@ def _citing_answer(messages: list[dict[str, Any]], *, n: int, words: int, prefix
         str(m.get("content", "")) for m in messages
     )
     seen: list[tuple[str, str]] = []
-    for match in SOURCE_ID_RE.finditer(text):
+    pattern = SOURCE_HEADER_RE if SOURCE_HEADER_RE.search(text) else SOURCE_ID_RE
+    for match in pattern.finditer(text):
         source_id = match.group(1)
         if source_id in (s for s, _ in seen):
             continue

@@ -108,10 +108,9 @@ def rag(vector, rag_settings, owners) -> RAGService:
 
 
 def cite(fake, n: int) -> None:
-    """Make the fake answer citing the first n context chunks. The fake takes the first SourceIds
-    of the system prompt, and the first one there is spec rule 4's example id (not a chunk): it
-    gets cited too, and dropped by extract_citations as unknown."""
-    fake.reply_citing(n + 1)
+    """Make the fake answer citing the first n context chunks (the fake reads the chunk headers of
+    the system prompt, not the example id of spec rule 4)."""
+    fake.reply_citing(n)
 
 
 def chat_requests(fake) -> list[dict]:
@@ -315,6 +314,27 @@ async def test_llm_down_raises_connection_error(rag, fake_ollama):
     with pytest.raises(LLMConnectionError):
         await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
     assert time.monotonic() - started < TIMEOUT + 4
+
+
+async def test_llm_down_still_yields_passages_before_the_error(rag, fake_ollama):
+    """Ollama down from the start (the model check fails): retrieval still runs, so the caller can
+    show the passages as cited search results, and the error comes at once, not after retries."""
+    fake_ollama.refuse_connections()
+    started = time.monotonic()
+    events, tokens, error = await collect(rag, RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert isinstance(error, LLMConnectionError)
+    assert tokens == []
+    passages = [e for e in events if isinstance(e, ContextEvent)]
+    assert passages and passages[0].results
+    assert all("hr" in r.tags or "public" in r.tags for r in passages[0].results)
+    assert time.monotonic() - started < 1.0
+
+
+async def test_unknown_model_still_yields_passages_before_the_error(rag, fake_ollama):
+    fake_ollama.models(["qwen3:8b"])  # the default llama3.2 is not pulled
+    events, tokens, error = await collect(rag, RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert isinstance(error, ModelUnavailableError)
+    assert any(isinstance(e, ContextEvent) and e.results for e in events)
 
 
 async def test_llm_slow_first_token_times_out(rag, fake_ollama):

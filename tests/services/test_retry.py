@@ -59,6 +59,26 @@ def test_permanent_errors(error: BaseException) -> None:
     assert not is_transient_error(error)
 
 
+def _refused_like_clients_raise_it() -> BaseException:
+    """httpx and the ollama client wrap the socket's ConnectionRefusedError two or three times."""
+    try:
+        try:
+            try:
+                raise ConnectionRefusedError(111, "Connection refused")
+            except ConnectionRefusedError as e:
+                raise httpx.ConnectError("All connection attempts failed") from e
+        except httpx.ConnectError as e:
+            raise ConnectionError("Failed to connect to Ollama") from e
+    except ConnectionError as e:
+        return e
+
+
+def test_connection_refused_is_not_retried() -> None:
+    """Nothing listening is not a transient fault: retrying it only delays the answer."""
+    assert not is_transient_error(_refused_like_clients_raise_it())
+    assert not is_transient_error(ConnectionRefusedError())
+
+
 async def test_retry_async_retries_transient_then_succeeds() -> None:
     calls = []
     sleeps: list[float] = []
