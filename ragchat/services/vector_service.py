@@ -265,20 +265,20 @@ class EdgeBackend:
             raise VectorStoreError(f"cannot open Qdrant Edge shard at {self.shard_path}: {e}") from e
 
     async def close(self) -> None:
+        await asyncio.to_thread(self.release_sync)
+
+    def release_sync(self) -> None:
+        """Drop this backend's reference to the shard; the last one flushes and closes it."""
         handle, self._handle = self._handle, None
         if handle is None:
             return
-
-        def release() -> None:
-            with _edge_handles_lock:
-                handle.refs -= 1
-                if handle.refs <= 0:
-                    with handle.write_lock:
-                        handle.shard.flush()
-                        handle.shard.close()
-                    _edge_handles.pop(self.shard_path, None)
-
-        await asyncio.to_thread(release)
+        with _edge_handles_lock:
+            handle.refs -= 1
+            if handle.refs <= 0:
+                with handle.write_lock:
+                    handle.shard.flush()
+                    handle.shard.close()
+                _edge_handles.pop(self.shard_path, None)
 
     # --- writes
     async def upsert(self, points: Sequence[PointData]) -> None:
@@ -642,6 +642,14 @@ class VectorService:
 
     async def close(self) -> None:
         await self._backend.close()
+        self._meta = None
+
+    def close_sync(self) -> None:
+        """Release an embedded shard from sync code (tests, shutdown). A server client needs its
+        event loop to close; it is left to the garbage collector here."""
+        release = getattr(self._backend, "release_sync", None)
+        if release is not None:
+            release()
         self._meta = None
 
     # --- writes

@@ -1,0 +1,83 @@
+"""GET /health: one JSON document, 200 when every required part is up, 503 otherwise."""
+import json
+from dataclasses import replace
+
+import pytest
+
+from ragchat import runtime
+from ragchat.services.types import ChunkRecord
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOC = "5b0e3f1e-8a55-4d53-9d2a-1f6d0d2a7c11"
+
+
+async def _index_two_chunks():
+    service = await runtime.ready_vector_service()
+    await service.upsert_chunks(
+        [
+            ChunkRecord(DOC, i, "Handbook", f"Vacation policy paragraph {i}.", ("hr",), "default")
+            for i in range(2)
+        ]
+    )
+
+
+def test_health_all_up(client, rag_runtime, fake_ollama):
+    from asgiref.sync import async_to_sync
+
+    async_to_sync(_index_two_chunks)()
+    response = client.get("/health")
+    assert response.status_code == 200
+    body = json.loads(response.content)
+    assert body["status"] == "ok"
+    assert body["database"]["ok"] is True
+    vector = body["vector_store"]
+    assert (vector["ok"], vector["points"], vector["documents"], vector["dimension"], vector["backend"]) == (
+        True, 2, 1, 384, "edge",
+    )
+    assert body["embedder"] == {**body["embedder"], "ok": True, "model": "hashing-384", "dimension": 384}
+    ollama = body["ollama"]
+    assert ollama["reachable"] is True and ollama["ok"] is True
+    assert "llama3.2:latest" in ollama["models"]
+    assert ollama["latency_ms"] >= 0
+
+
+def test_health_ollama_down_is_degraded_but_up(client, rag_runtime, fake_ollama):
+    """Embedded mode works without Ollama (answers degrade to cited passages), so 200."""
+    fake_ollama.refuse_connections()
+    response = client.get("/health")
+    assert response.status_code == 200
+    body = json.loads(response.content)
+    assert body["status"] == "degraded"
+    assert body["ollama"]["reachable"] is False and body["ollama"]["ok"] is False
+
+
+def test_health_ollama_required_and_down_is_503(client, rag_runtime, fake_ollama, settings):
+    settings.RAGCHAT_REQUIRE_OLLAMA = True
+    fake_ollama.refuse_connections()
+    response = client.get("/health")
+    assert response.status_code == 503
+    assert json.loads(response.content)["status"] == "down"
+
+
+def test_health_model_missing_is_reported(client, rag_runtime, fake_ollama):
+    fake_ollama.models(["qwen3:8b"])
+    body = json.loads(client.get("/health").content)
+    assert body["ollama"]["reachable"] is True
+    assert body["ollama"]["missing"] == ["llama3.2"]
+    assert body["status"] == "degraded"
+
+
+def test_health_vector_store_mismatch_is_503(client, rag_runtime, fake_ollama, settings, tmp_path):
+    """A collection built with another embedder: the store is down, and /health says why."""
+    from asgiref.sync import async_to_sync
+
+    async_to_sync(_index_two_chunks)()
+    runtime.reset()
+    settings.RAG = replace(settings.RAG, embedding_backend="ollama", embedding_model="nomic-embed-text")
+    response = client.get("/health")
+    assert response.status_code == 503
+    body = json.loads(response.content)
+    assert body["vector_store"]["ok"] is False
+    assert "CollectionMismatchError" in body["vector_store"]["error"]
+    assert "hashing-384" in body["vector_store"]["error"]
