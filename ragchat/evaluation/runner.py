@@ -1,0 +1,478 @@
+"""`manage.py evaluate`, as plain async code: ingest a folder into a scratch collection, ask the gold
+questions, measure.
+
+- Scratch: an embedded Qdrant under a temporary directory with its own collection name; the live
+  store (settings.qdrant_path / QDRANT_URL) is never opened.
+- Ingestion is the product's: parse_document -> chunk_document (sized to the embedder) -> the
+  configured embedder -> VectorService.upsert_chunks. The top-level subfolder of a file is its
+  tag; files at the root are "public". The same chunks (same vectors) are also stored under an
+  intruder tenant: a tenant filter that failed would return them first.
+- Per question and mode (hybrid, dense, bm25): the retrieval query (build_retrieval_query over the
+  question's history, as the chat does), a search as the asker (their tags, default: every tag),
+  ranking metrics on the documents of the top chunks, support in the top 5 chunks and in the
+  quality context (what the prompt would get), access leakage as the asker and as a probe user who
+  holds one unrelated tag only.
+- Citation validity: the whole RAGService pipeline against the fake Ollama server (zero latency),
+  whose model cites the first two SourceIds of its prompt and, every other question, a forged one
+  (a real chunk the prompt did not contain). Validity = share of the citations the pipeline returns
+  that point at a chunk it retrieved for that question (the forged ones must be dropped).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from ragchat.evaluation import metrics
+from ragchat.services.chunking import chunk_document
+from ragchat.services.config import RAGSettings
+from ragchat.services.embeddings import build_embedder
+from ragchat.services.parsing import detect_kind, parse_document
+from ragchat.services.retrieval import build_retrieval_query, get_quality_context
+from ragchat.services.types import ChatMessage, ChunkRecord, SearchResult
+from ragchat.services.vector_service import PUBLIC_TAG, SEARCH_MODES, VectorService
+
+logger = logging.getLogger(__name__)
+
+TENANT = "default"
+INTRUDER_TENANT = "eval-intruder"
+RANK_DEPTH = 20  # chunks fetched per search; documents are ranked from them
+EMBEDDERS = {"local": "all-MiniLM-L6-v2", "hashing": "hashing-384"}
+SUPPORTED_SUFFIXES = {".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt", ".text"}
+
+
+@dataclass(frozen=True)
+class Question:
+    question: str
+    relevant_documents: tuple[str, ...]
+    support_phrases: tuple[str, ...] = ()
+    tags: tuple[str, ...] | None = None
+    history: tuple[str, ...] = ()
+    kind: str = "fact"
+
+
+@dataclass
+class CorpusIndex:
+    documents: dict[str, str]  # path -> document_id
+    tags: dict[str, str]  # path -> tag
+    chunks: int
+    failed: dict[str, str] = field(default_factory=dict)  # path -> reason
+    seconds: float = 0.0
+
+    @property
+    def path_of(self) -> dict[str, str]:
+        return {doc_id: path for path, doc_id in self.documents.items()}
+
+    @property
+    def all_tags(self) -> list[str]:
+        return sorted(set(self.tags.values()))
+
+
+# ------------------------------------------------------------------------------------ inputs
+
+
+def load_questions(path: str | Path) -> list[Question]:
+    questions = []
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line)
+            questions.append(
+                Question(
+                    question=str(data["question"]),
+                    relevant_documents=tuple(str(p) for p in data["relevant_documents"]),
+                    support_phrases=tuple(str(p) for p in data.get("support_phrases") or ()),
+                    tags=tuple(data["tags"]) if data.get("tags") is not None else None,
+                    history=tuple(str(h) for h in data.get("history") or ()),
+                    kind=str(data.get("kind") or ("follow-up" if data.get("history") else "fact")),
+                )
+            )
+        except (ValueError, KeyError, TypeError) as e:
+            raise ValueError(f"{path}:{number}: not a gold question ({e})") from e
+    return questions
+
+
+def corpus_files(folder: str | Path) -> list[tuple[str, str]]:
+    """(relative path, tag) of every file we can read under `folder`; the first folder is the tag."""
+    root = Path(folder)
+    out = []
+    for path in sorted(root.rglob("*")):
+        if not path.is_file() or path.suffix.lower() not in SUPPORTED_SUFFIXES:
+            continue
+        relative = path.relative_to(root).as_posix()
+        parts = PurePosixPath(relative).parts
+        tag = parts[0].lower() if len(parts) > 1 else PUBLIC_TAG
+        out.append((relative, tag))
+    return out
+
+
+# ------------------------------------------------------------------------------------ ingestion
+
+
+async def ingest_folder(service: VectorService, *, folder: str | Path, settings: RAGSettings) -> CorpusIndex:
+    """Parse, chunk, embed and upsert every file (and its intruder-tenant twin)."""
+    started = time.perf_counter()
+    embedder = service.embedder
+    index = CorpusIndex(documents={}, tags={}, chunks=0)
+    for relative, tag in corpus_files(folder):
+        data = (Path(folder) / relative).read_bytes()
+        try:
+            detect_kind(data=data, filename=relative)
+            parsed = await asyncio.to_thread(parse_document, data=data, filename=PurePosixPath(relative).name)
+            chunks = await asyncio.to_thread(
+                chunk_document,
+                parsed=parsed,
+                chunk_size=settings.effective_chunk_size,
+                overlap=settings.chunk_overlap_tokens,
+                count_tokens=embedder.count_tokens,
+            )
+        except Exception as e:  # a file the product would refuse: reported, not fatal
+            index.failed[relative] = f"{type(e).__name__}: {e}"
+            continue
+        if not chunks:
+            index.failed[relative] = "no chunks"
+            continue
+        document_id = str(uuid.uuid4())
+        records = [
+            ChunkRecord(
+                document_id=document_id,
+                chunk_index=c.chunk_index,
+                document_name=parsed.title or relative,
+                chunk_text=c.text,
+                tags=(tag,),
+                tenant_id=TENANT,
+                page_number=c.page_number,
+                section=c.section,
+                token_count=c.token_count,
+                metadata={"path": relative},
+            )
+            for c in chunks
+        ]
+        vectors = await embedder.embed_documents([r.chunk_text for r in records])
+        await service.upsert_chunks(records, vectors)
+        twin_id = str(uuid.uuid4())
+        twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in records]
+        await service.upsert_chunks(twins, vectors)
+        index.documents[relative] = document_id
+        index.tags[relative] = tag
+        index.chunks += len(records)
+    index.seconds = time.perf_counter() - started
+    return index
+
+
+# ------------------------------------------------------------------------------------ retrieval
+
+
+class ModeSearch:
+    """The vector service with a fixed search mode, for callers (the quality context, RAGService)
+    that call search() without one."""
+
+    def __init__(self, service: VectorService, mode: str) -> None:
+        self.service = service
+        self.mode = mode
+
+    async def search(self, query: str, **kwargs: Any) -> list[SearchResult]:
+        return await self.service.search(query, mode=self.mode, **kwargs)
+
+    async def stats(self) -> dict[str, Any]:
+        return await self.service.stats()
+
+
+def retrieval_query(question: Question) -> str:
+    history = [ChatMessage(role="user", content=h) for h in question.history]
+    query, _ = build_retrieval_query(query=question.question, history=history)
+    return query
+
+
+def leaked(results: Sequence[SearchResult], user_tags: Sequence[str]) -> int:
+    """Chunks a user holding `user_tags` must not see: another tenant, or no tag in common."""
+    allowed = {*user_tags, PUBLIC_TAG}
+    return sum(1 for r in results if r.tenant_id != TENANT or not set(r.tags) & allowed)
+
+
+def probe_tag(question_tags: Sequence[str], relevant_tags: set[str], all_tags: Sequence[str]) -> str | None:
+    """One tag unrelated to the question: not the relevant documents' and not public."""
+    for tag in all_tags:
+        if tag != PUBLIC_TAG and tag not in relevant_tags:
+            return tag
+    return None
+
+
+async def _score_question(
+    service: VectorService,
+    question: Question,
+    *,
+    mode: str,
+    index: CorpusIndex,
+    settings: RAGSettings,
+) -> dict[str, Any]:
+    asker_tags = list(question.tags) if question.tags is not None else index.all_tags
+    query = retrieval_query(question)
+    timings: dict[str, float] = {}
+    results = await service.search(query, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH,
+                                   mode=mode, timings=timings)
+    path_of = index.path_of
+    ranked = metrics.ranked_documents(path_of.get(r.document_id, "?") for r in results)
+    relevant = set(question.relevant_documents)
+    context = await get_quality_context(
+        ModeSearch(service, mode), query=query, user_tags=asker_tags, tenant_id=TENANT,
+        settings=settings, max_chunks=5,
+    )
+    top5 = [r.chunk_text for r in results[:5]]
+    if question.support_phrases:
+        support5 = metrics.has_support(top5, question.support_phrases)
+        support_context = metrics.has_support([c.chunk_text for c in context], question.support_phrases)
+    else:  # no phrase given: a chunk of a relevant document counts as support
+        support5 = any(path_of.get(r.document_id) in relevant for r in results[:5])
+        support_context = any(path_of.get(c.document_id) in relevant for c in context)
+    relevant_tags = {index.tags.get(p, "") for p in relevant}
+    probe = probe_tag(asker_tags, relevant_tags, index.all_tags)
+    probe_leaks = 0
+    if probe is not None:
+        probe_results = await service.search(query, user_tags=[probe], tenant_id=TENANT, limit=RANK_DEPTH, mode=mode)
+        probe_leaks = leaked(probe_results, [probe])
+    return {
+        "question": question.question,
+        "kind": question.kind,
+        "retrieval_query": query,
+        "relevant": sorted(relevant),
+        "ranked": ranked[:10],
+        "recall@1": metrics.recall_at(ranked, relevant, 1),
+        "recall@5": metrics.recall_at(ranked, relevant, 5),
+        "mrr": metrics.reciprocal_rank(ranked, relevant),
+        "ndcg@10": metrics.ndcg_at(ranked, relevant, 10),
+        "support@5": support5,
+        "context_support": support_context,
+        "leaked_asker": leaked(results, asker_tags) + leaked(context, asker_tags),
+        "probe_tag": probe,
+        "leaked_probe": probe_leaks,
+        "search_ms": timings.get("search", 0.0) + timings.get("embed", 0.0),
+    }
+
+
+def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def share(key: str) -> float:
+        return metrics.mean([1.0 if r[key] else 0.0 for r in rows])
+
+    out: dict[str, Any] = {
+        "questions": len(rows),
+        "recall@1": metrics.mean([r["recall@1"] for r in rows]),
+        "recall@5": metrics.mean([r["recall@5"] for r in rows]),
+        "mrr": metrics.mean([r["mrr"] for r in rows]),
+        "ndcg@10": metrics.mean([r["ndcg@10"] for r in rows]),
+        "support@5": share("support@5"),
+        "context_support@5": share("context_support"),
+        "leakage": sum(r["leaked_asker"] + r["leaked_probe"] for r in rows),
+    }
+    kinds = sorted({r["kind"] for r in rows})
+    out["recall@5_by_kind"] = {
+        k: metrics.mean([r["recall@5"] for r in rows if r["kind"] == k]) for k in kinds
+    }
+    return out
+
+
+# ------------------------------------------------------------------------------------ citations
+
+
+def _forging_reply(forged_ids: list[str]):
+    """The fake model's answer: cite the first two SourceIds of the prompt; on every other call,
+    also cite a real chunk the prompt did not contain (a hallucinated citation)."""
+    import re
+
+    from ragchat.services.prompts import RAG_SYSTEM_PROMPT
+
+    source_re = re.compile(r"\[SourceId:\s*([a-f0-9-]{36}:\d+)\]")
+    template_ids = set(source_re.findall(RAG_SYSTEM_PROMPT))  # the prompt's format example
+    calls = {"n": 0}
+    rng = random.Random(6)
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        in_prompt = [sid for sid in dict.fromkeys(source_re.findall(system)) if sid not in template_ids]
+        calls["n"] += 1
+        parts = [f"According to the policy [SourceId: {sid}]." for sid in in_prompt[:2]]
+        if calls["n"] % 2 == 0:
+            candidates = [sid for sid in forged_ids if sid not in in_prompt]
+            if candidates:
+                parts.append(f"Also see [SourceId: {rng.choice(candidates)}].")
+        return " ".join(parts) or "I don't have enough information in the available documents."
+
+    return reply
+
+
+async def citation_validity(
+    service: VectorService,
+    questions: Sequence[Question],
+    *,
+    mode: str,
+    index: CorpusIndex,
+    settings: RAGSettings,
+    ollama_url: str,
+    fake: Any,
+) -> dict[str, Any]:
+    from ragchat.services.llm import OllamaLLM
+    from ragchat.services.rag_service import RAGService
+    from ragchat.services.types import RAGRequest
+
+    forged_pool = [f"{doc_id}:0" for doc_id in index.documents.values()]
+    fake.reply_with(_forging_reply(forged_pool))
+    llm_settings = replace(settings, ollama_base_url=ollama_url)
+    rag = RAGService(ModeSearch(service, mode), llm_settings, llm=OllamaLLM(llm_settings, base_url=ollama_url))
+    answers = cited = cited_retrieved = shown = shown_valid = leaks = 0
+    for question in questions:
+        asker_tags = list(question.tags) if question.tags is not None else index.all_tags
+        history = [ChatMessage(role="user", content=h) for h in question.history]
+        response = await rag.generate(
+            RAGRequest(query=question.question, user_tags=asker_tags, tenant_id=TENANT, chat_history=history)
+        )
+        answers += 1
+        retrieved = {c.source_id for c in response.context}
+        in_answer = _cited(response.answer)
+        cited += len(in_answer)
+        cited_retrieved += sum(1 for sid in in_answer if sid in retrieved)
+        shown += len(response.citations)
+        shown_valid += sum(1 for c in response.citations if c.source_id in retrieved)
+        leaks += leaked(response.context, asker_tags)
+    return {
+        "answers": answers,
+        "cited_in_answers": cited,
+        "cited_and_retrieved": cited_retrieved,
+        "forged_in_answers": cited - cited_retrieved,
+        "citations_returned": shown,
+        "citations_valid": shown_valid,
+        "citation_validity": shown_valid / shown if shown else 0.0,
+        "leakage": leaks,
+    }
+
+
+def _cited(answer: str) -> list[str]:
+    from ragchat.services.citations import cited_source_ids
+
+    return cited_source_ids(answer)
+
+
+# ------------------------------------------------------------------------------------ entry point
+
+
+async def run_evaluation(
+    *,
+    folder: str | Path,
+    questions: Sequence[Question],
+    base_settings: RAGSettings,
+    embedder: str = "local",
+    modes: Sequence[str] = SEARCH_MODES,
+    citations: bool = True,
+    progress: Any = None,
+) -> dict[str, Any]:
+    """Evaluate retrieval on `folder` for `questions`; returns the report (JSON-ready)."""
+    scratch = Path(tempfile.mkdtemp(prefix="ragchat-eval-"))
+    settings = replace(
+        base_settings,
+        qdrant_url="",  # never a server: the scratch store is embedded, in a temp dir
+        qdrant_path=str(scratch / "qdrant"),
+        qdrant_collection=f"eval_{uuid.uuid4().hex[:8]}",
+        embedding_backend=embedder,
+        embedding_model=EMBEDDERS[embedder],
+    )
+    say = progress or (lambda message: None)
+    service = VectorService(settings, build_embedder(settings))
+    fake = None
+    try:
+        await service.initialize()
+        say(f"ingesting {folder} into scratch collection {settings.qdrant_collection} ({embedder} embedder)")
+        index = await ingest_folder(service, folder=folder, settings=settings)
+        say(f"ingested {len(index.documents)} documents, {index.chunks} chunks in {index.seconds:.1f} s")
+        missing = sorted({p for q in questions for p in q.relevant_documents} - set(index.documents))
+        report: dict[str, Any] = {
+            "folder": str(folder),
+            "embedder": EMBEDDERS[embedder],
+            "documents": len(index.documents),
+            "tags": index.all_tags,
+            "chunks": index.chunks,
+            "ingest_seconds": round(index.seconds, 2),
+            "failed_documents": index.failed,
+            "questions": len(questions),
+            "missing_relevant_documents": missing,
+            "modes": {},
+            "per_question": {},
+        }
+        for mode in modes:
+            rows = [
+                await _score_question(service, q, mode=mode, index=index, settings=settings) for q in questions
+            ]
+            summary = _aggregate(rows)
+            summary["search_ms_mean"] = metrics.mean([r["search_ms"] for r in rows])
+            report["modes"][mode] = summary
+            report["per_question"][mode] = rows
+            say(f"{mode}: recall@5 {summary['recall@5']:.3f}, support@5 {summary['support@5']:.3f}")
+        if citations:
+            from tests.fakes.ollama_server import FakeOllama
+
+            fake = FakeOllama().start()
+            fake.token_delay(0.0)
+            for mode in modes:
+                result = await citation_validity(
+                    service, questions, mode=mode, index=index, settings=settings, ollama_url=fake.url, fake=fake
+                )
+                report["modes"][mode]["citations"] = result
+                report["modes"][mode]["citation_validity"] = result["citation_validity"]
+                report["modes"][mode]["leakage"] += result["leakage"]
+        return report
+    finally:
+        if fake is not None:
+            fake.stop()
+        await service.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+SUMMARY_COLUMNS = (
+    ("recall@1", "R@1"),
+    ("recall@5", "R@5"),
+    ("mrr", "MRR"),
+    ("ndcg@10", "nDCG@10"),
+    ("support@5", "support@5"),
+    ("context_support@5", "ctx-support"),
+    ("citation_validity", "cite-valid"),
+    ("leakage", "leakage"),
+)
+
+
+def format_table(report: dict[str, Any]) -> str:
+    header = ["mode"] + [label for _, label in SUMMARY_COLUMNS]
+    lines = [
+        f"{report['documents']} documents ({', '.join(report['tags'])}), {report['chunks']} chunks, "
+        f"{report['questions']} questions, embedder {report['embedder']}",
+        "  ".join(f"{h:>11}" for h in header),
+    ]
+    for mode, summary in report["modes"].items():
+        cells = [mode]
+        for key, _ in SUMMARY_COLUMNS:
+            value = summary.get(key)
+            if value is None:
+                cells.append("-")
+            elif key == "leakage":
+                cells.append(str(value))
+            else:
+                cells.append(f"{value:.3f}")
+        lines.append("  ".join(f"{c:>11}" for c in cells))
+    kinds = next(iter(report["modes"].values()), {}).get("recall@5_by_kind", {})
+    if kinds:
+        lines.append("recall@5 by question kind: " + "; ".join(
+            f"{mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in s["recall@5_by_kind"].items())
+            for mode, s in report["modes"].items()
+        ))
+    if report["failed_documents"]:
+        lines.append(f"not ingested: {report['failed_documents']}")
+    if report["missing_relevant_documents"]:
+        lines.append(f"relevant documents not in the folder: {report['missing_relevant_documents']}")
+    return "\n".join(lines)
