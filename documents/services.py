@@ -269,11 +269,12 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         return IngestResult(str(document_id), status, chunks)
     await report(document)
     rag = runtime.rag_settings()
-    vectors = await runtime.ready_vector_service()
-    embedder = runtime.embedder()
     tenant_id = document.tenant_id
     doc_id = document.document_id
+    vectors = None
     try:
+        embedder = runtime.embedder()
+        vectors = await runtime.ready_vector_service()
         data = await asyncio.to_thread(_read_original, document)
         parsed = await asyncio.to_thread(
             parse_document,
@@ -346,7 +347,8 @@ async def _fail(document: Document, error: BaseException, *, vectors, report: Pr
     if not isinstance(error, DocumentError):
         logger.exception("ingestion of %s failed", document.id)
     try:
-        await vectors.delete_document(document.document_id, tenant_id=document.tenant_id)
+        if vectors is not None:  # None: the store never opened, so nothing of ours is in it
+            await vectors.delete_document(document.document_id, tenant_id=document.tenant_id)
     except Exception as cleanup_error:  # keep the first reason; the row says it failed either way
         logger.error("could not remove partial vectors of %s: %s", document.id, cleanup_error)
     message = failure_message(error)
