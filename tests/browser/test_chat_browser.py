@@ -1,0 +1,219 @@
+"""The chat in a real browser: Debian's Chromium through Playwright, against daphne serving the app
+(subprocess, its own SQLite file and embedded Qdrant), the fake Ollama server as the model.
+
+Screenshots (desktop and phone widths) go to test-artifacts/.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "browser-pass-123"
+
+SETUP = r"""
+import asyncio
+from ragchat import runtime
+from ragchat.models import User
+from ragchat.services.types import ChunkRecord
+User.objects.create_user(username="erin", password=%(pw)r, first_name="Erin", last_name="Walsh")
+DOC = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
+TRAVEL = "7a9b8c6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d"
+chunks = [
+    ChunkRecord(document_id=DOC, chunk_index=0, document_name="Vacation Policy 2026.pdf", page_number=3,
+        section="Annual leave", tags=("public",),
+        chunk_text="Every full-time employee receives 25 vacation days per year. Vacation days are requested "
+        "through the HR portal at least two weeks in advance and approved by the team lead. " +
+        "Part-time employees receive vacation days pro rata to their contracted hours. " * 8),
+    ChunkRecord(document_id=DOC, chunk_index=1, document_name="Vacation Policy 2026.pdf", page_number=4,
+        section="Carry-over", tags=("public",),
+        chunk_text="Up to five unused vacation days carry over into the next year and expire on March 31."),
+    ChunkRecord(document_id=TRAVEL, chunk_index=0, document_name="Travel & Expenses.docx", page_number=None,
+        section="Meals", tags=("public",),
+        chunk_text="Vacation days booked during a business trip are not reimbursed; meals are covered up to 50 euros per day."),
+]
+async def index():
+    service = await runtime.ready_vector_service()
+    await service.upsert_chunks(chunks)
+asyncio.run(index())
+runtime.reset()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def chat_server(tmp_path_factory, ollama_server):
+    tmp = tmp_path_factory.mktemp("chat-browser")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ragchat.settings",
+        "DJANGO_DEBUG": "true",
+        "RAGCHAT_DATA_DIR": str(tmp),
+        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "QDRANT_PATH": str(tmp / "qdrant"),
+        "EMBEDDING_BACKEND": "hashing",
+        "EMBEDDING_MODEL": "hashing-384",
+        "OLLAMA_BASE_URL": ollama_server.url,
+        "RAG_TIMEOUT_SECONDS": "5",
+        "RAG_MIN_SIMILARITY_SCORE": "0.05",  # the hashing embedder's similarities are low
+        "REDIS_URL": "",
+        "LOG_LEVEL": "WARNING",
+    }
+    python = sys.executable
+    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([python, "manage.py", "shell", "-c", SETUP % {"pw": PASSWORD}], cwd=ROOT, env=env, check=True)
+    port = _free_port()
+    log = open(tmp / "daphne.log", "w")
+    proc = subprocess.Popen(
+        [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ragchat.asgi:application"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(base + "/accounts/login/", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((tmp / "daphne.log").read_text()) from None
+            time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False):
+    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
+    page = context.new_page()
+    page.goto(base + "/accounts/login/")
+    page.fill("input[name=username]", "erin")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(base + "/")
+    return context, page
+
+
+def _new_chat(page):
+    page.click("form.new-chat button")
+    page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+
+
+def test_ask_stream_hover_reload_and_screenshots(chat_server, browser, fake_ollama):
+    ARTIFACTS.mkdir(exist_ok=True)
+    doc = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
+    answer = (
+        "Full-time employees get **25 vacation days** per year [SourceId: " + doc + ":0]. "
+        "Requests go through the HR portal at least two weeks ahead [SourceId: " + doc + ":0].\n\n"
+        "- Part-time staff get days *pro rata* [SourceId: " + doc + ":0]\n"
+        "- Up to five unused days carry over until March 31 [SourceId: " + doc + ":1]\n\n"
+        "Ask HR if your contract is special."
+    )
+    fake_ollama.reply(answer)
+    fake_ollama.rating(90)
+    fake_ollama.token_delay(0.03)
+    context, page = _sign_in(browser, chat_server, width=1280, height=860)
+    _new_chat(page)
+
+    page.fill("#question", "How many vacation days do I get per year?")
+    page.keyboard.press("Enter")
+
+    # Tokens arrive before the answer completes: the draft shows text while still streaming.
+    page.wait_for_selector("article.status-streaming .msg-body p", timeout=10_000)
+    streaming_text = page.inner_text("article.status-streaming .msg-body")
+    assert streaming_text.strip() and "Ask HR" not in streaming_text
+    page.wait_for_selector("article.msg-assistant.status-complete", timeout=20_000)
+    assert page.input_value("#question") == ""
+    body = page.inner_text("article.status-complete .msg-body")
+    assert "25 vacation days" in body and "SourceId" not in body
+    assert page.locator("article.status-complete .msg-body .cite-marker").count() == 4  # 1,1,1,2
+    assert page.locator("article.status-complete .sources-list li").count() == 2
+
+    # Hover a marker: the card shows the 200-char snippet, then expands to the full passage.
+    marker = page.locator("article.status-complete .cite-marker").first
+    marker.hover()
+    card = page.locator("article.status-complete .cite-card").first
+    card.wait_for(state="visible")
+    assert "Vacation Policy 2026.pdf" in card.inner_text() and "Page 3" in card.inner_text()
+    short = page.locator("article.status-complete .cite-snippet").first
+    assert short.is_visible() and len(short.inner_text()) <= 205
+    full = page.locator("article.status-complete .cite-full").first
+    full.wait_for(state="visible", timeout=3000)
+    assert len(full.inner_text()) > 500
+    page.screenshot(path=str(ARTIFACTS / "chat-desktop-card.png"))
+    page.mouse.move(5, 5)
+
+    # Keyboard: focusing a marker shows its card too.
+    page.locator("article.status-complete .cite-marker").nth(3).focus()
+    assert page.locator("article.status-complete .cite-card").nth(3).is_visible()
+    page.locator("article.status-complete .conf-dot").click()
+    page.screenshot(path=str(ARTIFACTS / "chat-desktop.png"))
+
+    # Reload: the same answer, rendered server-side.
+    page.reload()
+    page.wait_for_selector("article.msg-assistant.status-complete")
+    assert page.inner_text("article.status-complete .msg-body") == body
+
+    # Phone width.
+    url = page.url
+    context.close()
+    context, page = _sign_in(browser, chat_server, width=390, height=844, mobile=True)
+    page.goto(url)
+    page.wait_for_selector("article.msg-assistant.status-complete")
+    page.screenshot(path=str(ARTIFACTS / "chat-phone.png"))
+    page.locator("article.status-complete .cite-marker").first.tap()
+    page.locator("article.status-complete .cite-card").first.wait_for(state="visible")
+    page.screenshot(path=str(ARTIFACTS / "chat-phone-card.png"))
+    context.close()
+
+
+def test_failure_shows_sentence_passages_and_retry(chat_server, browser, fake_ollama):
+    ARTIFACTS.mkdir(exist_ok=True)
+    fake_ollama.reply("Employees get twenty-five vacation days every single year according to the handbook.")
+    fake_ollama.stall_after(5, 8)
+    context, page = _sign_in(browser, chat_server, width=1280, height=860)
+    _new_chat(page)
+    page.fill("#question", "How many vacation days do I get?")
+    page.click(".composer-send")
+    page.wait_for_selector("article.msg-assistant.status-interrupted", timeout=20_000)
+    text = page.inner_text("article.status-interrupted")
+    assert "Response generation timed out. Please try again." in text
+    assert "Vacation Policy 2026.pdf" in text and "Retry" in text and "Ask the owner" in text
+    page.screenshot(path=str(ARTIFACTS / "chat-desktop-failure.png"))
+    fake_ollama.reset()
+    fake_ollama.reply("Twenty-five days [SourceId: 3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c:0].")
+    page.click("article.status-interrupted button:has-text('Retry')")
+    page.wait_for_selector("article.msg-assistant.status-complete", timeout=20_000)
+    context.close()
