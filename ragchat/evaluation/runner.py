@@ -67,6 +67,7 @@ class CorpusIndex:
     chunks: int
     failed: dict[str, str] = field(default_factory=dict)  # path -> reason
     seconds: float = 0.0
+    stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("parse", "chunk", "embed", "upsert"), 0.0))
 
     @property
     def path_of(self) -> dict[str, str]:
@@ -119,16 +120,20 @@ def corpus_files(folder: str | Path) -> list[tuple[str, str]]:
 # ------------------------------------------------------------------------------------ ingestion
 
 
-async def ingest_folder(service: VectorService, *, folder: str | Path, settings: RAGSettings) -> CorpusIndex:
-    """Parse, chunk, embed and upsert every file (and its intruder-tenant twin)."""
+async def ingest_folder(
+    service: VectorService, *, folder: str | Path, settings: RAGSettings, intruder_twins: bool = True
+) -> CorpusIndex:
+    """Parse, chunk, embed and upsert every file (and, unless told not to, its intruder-tenant twin)."""
     started = time.perf_counter()
     embedder = service.embedder
     index = CorpusIndex(documents={}, tags={}, chunks=0)
     for relative, tag in corpus_files(folder):
         data = (Path(folder) / relative).read_bytes()
         try:
+            t0 = time.perf_counter()
             detect_kind(data=data, filename=relative)
             parsed = await asyncio.to_thread(parse_document, data=data, filename=PurePosixPath(relative).name)
+            t1 = time.perf_counter()
             chunks = await asyncio.to_thread(
                 chunk_document,
                 parsed=parsed,
@@ -139,6 +144,9 @@ async def ingest_folder(service: VectorService, *, folder: str | Path, settings:
         except Exception as e:  # a file the product would refuse: reported, not fatal
             index.failed[relative] = f"{type(e).__name__}: {e}"
             continue
+        t2 = time.perf_counter()
+        index.stage_seconds["parse"] += t1 - t0
+        index.stage_seconds["chunk"] += t2 - t1
         if not chunks:
             index.failed[relative] = "no chunks"
             continue
@@ -158,11 +166,16 @@ async def ingest_folder(service: VectorService, *, folder: str | Path, settings:
             )
             for c in chunks
         ]
+        t0 = time.perf_counter()
         vectors = await embedder.embed_documents([r.chunk_text for r in records])
+        t1 = time.perf_counter()
         await service.upsert_chunks(records, vectors)
-        twin_id = str(uuid.uuid4())
-        twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in records]
-        await service.upsert_chunks(twins, vectors)
+        index.stage_seconds["embed"] += t1 - t0
+        index.stage_seconds["upsert"] += time.perf_counter() - t1
+        if intruder_twins:
+            twin_id = str(uuid.uuid4())
+            twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in records]
+            await service.upsert_chunks(twins, vectors)
         index.documents[relative] = document_id
         index.tags[relative] = tag
         index.chunks += len(records)

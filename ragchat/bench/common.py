@@ -1,0 +1,84 @@
+"""Shared pieces of the benchmarks: synthetic chunks, percentiles, memory."""
+from __future__ import annotations
+
+import random
+import resource
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+
+from ragchat.services.types import ChunkRecord
+
+TAGS = ["public", "hr", "finance", "it", "legal", "sales", "engineering", "security"]
+WORDS = (
+    "policy employee vacation leave expense report receipt salary band review vpn gateway access "
+    "badge server room incident root cause deployment release contract customer invoice payment "
+    "laptop password rotation onboarding offboarding benefits insurance pension travel hotel flight "
+    "approval manager budget forecast quarter audit compliance gdpr retention backup restore "
+    "kubernetes cluster database migration latency outage escalation ticket priority sla"
+).split()
+
+
+def make_chunks(n: int, rng: random.Random, *, chunks_per_document: int = 20) -> list[ChunkRecord]:
+    """Realistic-looking chunks (120-180 words, an error code) of documents with ~8 tags, 2 tenants."""
+    chunks = []
+    doc = ""
+    tags: tuple[str, ...] = ("public",)
+    tenant = "default"
+    for i in range(n):
+        if i % chunks_per_document == 0:
+            doc = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+            tags = tuple(rng.sample(TAGS[1:], k=rng.choice([1, 1, 2]))) if rng.random() > 0.2 else ("public",)
+            tenant = "default" if rng.random() > 0.1 else "acme"
+        words = rng.choices(WORDS, k=rng.randint(120, 180))
+        code = f"ERR-{rng.randint(1000, 9999)}"
+        index = i % chunks_per_document
+        chunks.append(
+            ChunkRecord(
+                document_id=doc,
+                chunk_index=index,
+                document_name=f"doc-{i // chunks_per_document}.pdf",
+                chunk_text=f"Section {index}: {code} " + " ".join(words) + ".",
+                tags=tags,
+                tenant_id=tenant,
+                page_number=index // 3 + 1,
+                section=f"Section {index}",
+                token_count=len(words) + 4,
+            )
+        )
+    return chunks
+
+
+def make_queries(n: int, rng: random.Random) -> list[tuple[str, list[str]]]:
+    """(question, user tags): 3-8 corpus words, every fourth with an error code; 0-2 tags each."""
+    out = []
+    for i in range(n):
+        query = " ".join(rng.choices(WORDS, k=rng.randint(3, 8)))
+        if i % 4 == 0:
+            query += f" ERR-{rng.randint(1000, 9999)}"
+        out.append((query, rng.sample(TAGS[1:], k=rng.randint(0, 2))))
+    return out
+
+
+def pct(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0-1); 0.0 for no values."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident set size (ru_maxrss is in KiB on Linux)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def process_peak_rss_mb(pid: int) -> float | None:
+    """Another process's peak resident set size (VmHWM), while it is alive."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
