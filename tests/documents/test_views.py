@@ -1,0 +1,157 @@
+"""Upload page, list with facets, retry/replace/delete, Django admin actions, the live-rows consumer."""
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from documents.consumers import DocumentProgressConsumer
+from documents.models import Document
+from documents.services import broadcast_document
+from tests.docgen import make_docx, make_png, make_text
+
+pytestmark = pytest.mark.django_db
+HTMX = {"HTTP_HX_REQUEST": "true"}
+
+
+def _files(*items):
+    return [SimpleUploadedFile(name, data) for name, data in items]
+
+
+def test_upload_several_files_with_tags(client, people, tags, vectors, rag_runtime):
+    client.force_login(people["owner"])
+    page = client.get("/documents/").content.decode()
+    assert 'name="files"' in page and "Finance" in page and 'value="%d"' % tags["hr"].pk not in page
+    existing = make_text(["Already here."])
+    client.post("/documents/upload", {"files": _files(("first.txt", existing)), "tags": [tags["finance"].pk]}, **HTMX)
+    response = client.post(
+        "/documents/upload",
+        {
+            "files": _files(
+                ("budget.txt", make_text(["The budget for 2027 is approved."])),
+                ("plan.docx", make_docx([("Plan", ["Hire two engineers."])])),
+                ("image.png", make_png()),
+                ("again.txt", existing),
+            ),
+            "tags": [tags["finance"].pk],
+        },
+        **HTMX,
+    )
+    body = response.content.decode()
+    assert response.status_code == 200
+    assert "2 files uploaded" in body
+    assert "image.png: This file" in body and "not a supported document" in body
+    assert "again.txt: this content already exists as" in body
+    assert body.count('class="doc-row"') == 2
+    ready = Document.objects.filter(status="ready")
+    assert ready.count() == 3
+    for document in ready:
+        assert vectors.count(document_id=str(document.id)) == document.chunk_count > 0
+        assert list(document.tags.values_list("slug", flat=True)) == ["finance"]
+
+
+def test_upload_to_a_tag_not_owned_is_refused(client, people, tags, rag_runtime):
+    client.force_login(people["owner"])
+    response = client.post("/documents/upload", {"files": _files(("a.txt", b"hello")), "tags": [tags["hr"].pk]}, **HTMX)
+    assert "tags" in response.content.decode() and Document.objects.count() == 0
+    client.force_login(people["member"])
+    assert client.post("/documents/upload", {"files": _files(("a.txt", b"hello")), "tags": [tags["finance"].pk]}).status_code == 404
+    assert "name=\"files\"" not in client.get("/documents/").content.decode()
+
+
+def test_list_filters_and_facets(client, people, upload):
+    upload(make_text(["Finance one."]), "f1.txt")
+    upload(make_text(["Finance two."]), "f2.txt")
+    upload(make_text(["HR only."]), "hr.txt", tag_names=("hr",), user=people["admin"])
+    client.force_login(people["admin"])
+    page = client.get("/documents/").content.decode()
+    assert 'data-tag="finance"><span>Finance</span><span class="muted facet-count">2</span>' in page
+    assert 'data-tag="hr"><span>HR</span><span class="muted facet-count">1</span>' in page
+    filtered = client.get("/documents/?tag=hr").content.decode()
+    assert filtered.count('class="doc-row"') == 1 and "hr.txt" in filtered
+    assert client.get("/documents/?q=f2").content.decode().count('class="doc-row"') == 1
+    assert client.get("/documents/?status=failed").content.decode().count('class="doc-row"') == 0
+    client.force_login(people["member"])
+    member_page = client.get("/documents/").content.decode()
+    assert member_page.count('class="doc-row"') == 2 and "hr.txt" not in member_page
+
+
+def test_retry_replace_and_delete_through_the_pages(client, people, upload, vectors):
+    document = upload(make_text(["Version one text."]), "doc.txt")
+    client.force_login(people["owner"])
+    row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
+    assert f'id="doc-{document.id}"' in row and "ready" in row
+    response = client.post(f"/documents/{document.id}/replace", {"file": SimpleUploadedFile("doc-v2.txt", b"Version two words here.")})
+    assert response.status_code == 302
+    document.refresh_from_db()
+    assert document.version == 2 and document.status == "ready"
+    assert any("Version two" in r.chunk_text for r in vectors.search("version two", user_tags=["finance"]))
+    assert client.post(f"/documents/{document.id}/delete", **HTMX).content == b""
+    assert vectors.count(document_id=str(document.id)) == 0
+    assert not Document.objects.exists()
+
+
+def test_admin_reindex_and_delete_actions(admin_client, upload, vectors, people):
+    first = upload(make_text(["Admin action one."]), "a1.txt")
+    second = upload(make_text(["Admin action two."]), "a2.txt")
+    changelist = admin_client.get("/admin/documents/document/?status__exact=ready")
+    assert changelist.status_code == 200 and "Re-index selected documents" in changelist.content.decode()
+    assert "delete_selected" not in changelist.content.decode()
+    response = admin_client.post(
+        "/admin/documents/document/", {"action": "reindex", "_selected_action": [first.pk]}, follow=True
+    )
+    assert "Re-indexing 1 document" in response.content.decode()
+    first.refresh_from_db()
+    assert first.status == "ready" and vectors.count(document_id=str(first.id)) == first.chunk_count
+    response = admin_client.post(
+        "/admin/documents/document/", {"action": "delete_with_vectors", "_selected_action": [first.pk, second.pk]}, follow=True
+    )
+    assert "Deleted 2 document(s)" in response.content.decode()
+    assert vectors.count() == 0 and not Document.objects.exists()
+
+
+def test_admin_tag_change_reindexes_with_new_tags(admin_client, upload, tags, vectors):
+    document = upload(make_text(["Moving to HR."]), "move.txt")
+    response = admin_client.post(
+        f"/admin/documents/document/{document.pk}/change/",
+        {"title": document.title, "tags": [tags["hr"].pk], "uploaded_by": document.uploaded_by_id},
+        follow=True,
+    )
+    assert response.status_code == 200
+    assert vectors.search("Moving to HR", user_tags=["finance"]) == []
+    assert vectors.search("Moving to HR", user_tags=["hr"])[0].tags == ["hr"]
+
+
+def test_admin_autocomplete_pages(admin_client, tags):
+    assert admin_client.get("/admin/documents/tag/add/").status_code == 200
+    response = admin_client.get("/admin/autocomplete/?app_label=documents&model_name=tag&field_name=owner&term=olg")
+    assert response.status_code == 200 and "olga" in response.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_consumer_refuses_anonymous_and_pushes_rows_the_user_may_read(people, upload, settings):
+    from django.contrib.auth.models import AnonymousUser
+
+    document = upload(make_text(["Live row."]), "live.txt")
+
+    async def scenario():
+        anonymous = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/")
+        anonymous.scope["user"] = AnonymousUser()
+        connected, code = await anonymous.connect()
+        assert not connected and code == 4401
+
+        member = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/")
+        member.scope["user"] = people["member"]
+        outsider = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/")
+        outsider.scope["user"] = people["outsider"]
+        assert (await member.connect())[0] and (await outsider.connect())[0]
+        await broadcast_document(document)
+        message = await member.receive_json_from(timeout=5)
+        assert message["id"] == f"doc-{document.id}" and message["status"] == "ready"
+        assert "live.txt" in message["html"]
+        assert await outsider.receive_nothing(timeout=0.3)
+        await member.disconnect()
+        await outsider.disconnect()
+
+    async_to_sync(scenario)()
