@@ -111,7 +111,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             session=session, content=question.strip()
         )
         await self.send(text_data=note_html())
-        await self._start(user_message)
+        await self._start(user_message, title=session.title)
 
     async def _retry(self, raw_id: str) -> None:
         if not raw_id.isdigit():
@@ -128,9 +128,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user_message = await database_sync_to_async(lambda: failed.reply_to)()
         await self._start(user_message)
 
-    async def _start(self, user_message: Message) -> None:
+    async def _start(self, user_message: Message, *, title: str = "") -> None:
         try:
-            await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message)
+            await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
         except turns.TurnInProgress:
             await self.send(text_data=note_html(MSG_BUSY, kind="info"))
 

@@ -21,6 +21,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
+from django.utils.html import format_html
 
 from chat import presenters, selectors, services
 from chat.models import Message
@@ -176,7 +177,7 @@ class _Streamer:
         await self.flush()
 
 
-async def turn_start(*, session_id, user, user_message: Message) -> Turn:
+async def turn_start(*, session_id, user, user_message: Message, title: str = "") -> Turn:
     """Create the draft, show the question and the draft to every tab, start the turn's task."""
     key = str(session_id)
     if key in _turns:
@@ -188,9 +189,14 @@ async def turn_start(*, session_id, user, user_message: Message) -> Turn:
         draft = await database_sync_to_async(services.message_create_draft)(session_id=session_id, reply_to=user_message)
         turn.message_id = draft.pk
         user_html = await database_sync_to_async(presenters.message_html)(user_message)
+        title_html = (
+            format_html('<h1 id="chat-title" class="chat-title" title="{0}" hx-swap-oob="true">{0}</h1>', title)
+            if title
+            else ""
+        )
         await group_send_html(
             session_id,
-            f'<div id="messages" hx-swap-oob="beforeend">{user_html}{draft_article_html(turn, oob="")}</div>',
+            f'<div id="messages" hx-swap-oob="beforeend">{user_html}{draft_article_html(turn, oob="")}</div>{title_html}',
         )
     except BaseException:
         _turns.pop(key, None)

@@ -1,0 +1,45 @@
+"""Answer rendering: sanitised Markdown, numbered markers by first use, unknown markers dropped."""
+import pytest
+
+from chat.rendering import markdown_to_html, render_answer
+
+DOC = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
+
+
+def source(i: int) -> dict:
+    return {"source_id": f"{DOC}:{i}", "document_id": DOC, "document_name": f"Doc {i}", "chunk_index": i,
+            "page_number": None, "section": None, "relevance_score": 0.5, "snippet": "s" * 10, "snippet_full": "s" * 10}
+
+
+@pytest.mark.parametrize(
+    ("markdown", "absent"),
+    [
+        ("<script>alert(1)</script>", "<script"),
+        ("![x](https://evil.example/t.png)", "<img"),
+        ("<img src=x onerror=alert(1)>", "<img"),
+        ("[click](javascript:alert(1))", 'href="javascript'),
+        ('<a href="https://x.example" onclick="steal()">x</a>', "<a "),  # raw HTML stays text
+    ],
+)
+def test_markdown_is_sanitised(markdown, absent):
+    assert absent not in markdown_to_html(markdown)
+
+
+def test_links_are_safe():
+    html = markdown_to_html("[docs](https://example.com/a)")
+    assert 'href="https://example.com/a"' in html and "noopener" in html and "nofollow" in html
+
+
+def test_markers_numbered_by_first_use_unknown_and_malformed_dropped():
+    text = (f"B [SourceId: {DOC}:2] A [SourceId: {DOC}:1] again [SourceId: {DOC}:2] "
+            f"ghost [SourceId: {DOC}:9] bad [SourceId: nope:1] end")
+    rendered = render_answer(text, known=[source(1), source(2)], prefix="m1")
+    assert [s["source_id"] for s in rendered.sources] == [f"{DOC}:2", f"{DOC}:1"]
+    assert [s["n"] for s in rendered.sources] == [1, 2]
+    assert "SourceId" not in rendered.html and "ghost bad end" in rendered.html
+    assert rendered.html.count('class="cite-marker"') == 3
+
+
+def test_streaming_hides_a_half_written_marker():
+    rendered = render_answer(f"Text [SourceId: {DOC[:8]}", known=[source(1)], prefix="m1", streaming=True)
+    assert "[" not in rendered.html and "Text" in rendered.html
