@@ -1,0 +1,297 @@
+"""Time to first token and concurrent streaming, through a real websocket to a real server process.
+
+Three processes: this one (the websocket clients, which measure), a daphne server running the
+project in a scratch data directory (SQLite, in-memory channel layer, embedded Qdrant filled by
+server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with numbered answers.
+
+- TTFT overhead: one question at a time, each on a fresh chat session, zero-latency model:
+  from sending {"question": ...} to the first frame holding the first answer token. With a model
+  that answers instantly, all of that is the app (auth, DB writes, retrieval with the query
+  embedding, prompt, streaming, rendering, websocket).
+- Concurrent streams: N sessions ask at once; the model emits a token every 2 x piece delay.
+  Each token's added latency = the first frame showing it minus its scheduled emission (start of
+  the answer in the fake's log + 2 (i - 1) delay). The schedule is the fake's intent: any lag of
+  the fake itself counts against us. Every frame's tokens must be exactly 1..k in order (else a
+  reorder), and the final message must hold every token (else they are lost).
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ragchat.bench.common import pct, process_peak_rss_mb
+from ragchat.bench.server_setup import QUESTION_TOPIC
+from ragchat.evaluation.runner import EMBEDDERS
+
+TOKEN_RE = re.compile(r"tok(\d{4})x")
+FINAL_RE = re.compile(r'data-role="assistant" data-status="(complete|interrupted|failed)"')
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def question(qid: int, tokens: int) -> str:
+    return f"Bench chat q{qid} t{tokens}: {QUESTION_TOPIC}"
+
+
+@dataclass
+class StreamResult:
+    qid: int
+    expected: int
+    sent_at: float = 0.0
+    first_token_at: float | None = None
+    arrivals: dict[int, float] = field(default_factory=dict)
+    final_tokens: list[int] = field(default_factory=list)
+    status: str = ""
+    reordered_frames: int = 0
+    frames: int = 0
+    error: str = ""
+
+    @property
+    def lost(self) -> int:
+        return len(set(range(1, self.expected + 1)) - set(self.final_tokens))
+
+
+class ScratchServer:
+    """Fake Ollama + scratch data dir + daphne, started and stopped together."""
+
+    def __init__(self, *, chunks: int, sessions: int, embedder: str, say=print) -> None:
+        self.chunks = chunks
+        self.sessions_wanted = sessions
+        self.embedder = embedder
+        self.say = say
+        self.dir = Path(tempfile.mkdtemp(prefix="ragchat-bench-chat-"))
+        self.fake_log = self.dir / "fake.log"
+        self.fake: subprocess.Popen | None = None
+        self.server: subprocess.Popen | None = None
+        self.port = _free_port()
+        self.cookie = ""
+        self.sessions: list[str] = []
+        self.server_peak_mb: float | None = None
+
+    def env(self, ollama_url: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            RAGCHAT_DATA_DIR=str(self.dir / "data"),
+            DATABASE_URL=f"sqlite:///{self.dir / 'data' / 'db.sqlite3'}",
+            REDIS_URL="",
+            QDRANT_URL="",
+            QDRANT_PATH="",
+            MEDIA_ROOT=str(self.dir / "data" / "media"),
+            OLLAMA_BASE_URL=ollama_url,
+            EMBEDDING_BACKEND=self.embedder,
+            EMBEDDING_MODEL=EMBEDDERS[self.embedder],
+            LOG_LEVEL="ERROR",
+            DJANGO_DEBUG="true",
+            DJANGO_SETTINGS_MODULE="ragchat.settings",
+            PYTHONPATH=str(REPO),
+        )
+        return env
+
+    def start(self) -> None:
+        self.fake = subprocess.Popen(
+            [sys.executable, "-m", "ragchat.bench.fake_llm", "--log", str(self.fake_log)],
+            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+        )
+        line = self.fake.stdout.readline().strip()
+        if not line.startswith("URL "):
+            raise RuntimeError(f"fake Ollama did not start: {line!r}")
+        env = self.env(line.split(" ", 1)[1])
+        (self.dir / "data").mkdir(parents=True, exist_ok=True)
+        self.say(f"preparing the scratch server: {self.chunks} chunks, {self.sessions_wanted} sessions")
+        setup = subprocess.run(
+            [sys.executable, "-m", "ragchat.bench.server_setup", "--chunks", str(self.chunks),
+             "--sessions", str(self.sessions_wanted)],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
+        )
+        if setup.returncode != 0:
+            raise RuntimeError(f"server setup failed:\n{setup.stderr[-3000:]}")
+        info = json.loads(setup.stdout.strip().splitlines()[-1])
+        self.cookie, self.sessions = info["cookie"], info["sessions"]
+        self.server = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ragchat.asgi:application"],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(self.dir / "daphne.log", "w"),
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if self.server.poll() is not None:
+                raise RuntimeError(f"daphne exited: {(self.dir / 'daphne.log').read_text()[-3000:]}")
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError("daphne did not start listening within 120 s")
+
+    def set_delay(self, seconds: float) -> None:
+        assert self.fake is not None
+        self.fake.stdin.write(f"delay {seconds}\n")
+        self.fake.stdin.flush()
+        self.fake.stdout.readline()
+
+    def reply_starts(self) -> dict[int, float]:
+        out: dict[int, float] = {}
+        if self.fake_log.exists():
+            for line in self.fake_log.read_text().splitlines():
+                qid, at = line.split()
+                out.setdefault(int(qid), float(at))
+        return out
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server_peak_mb = process_peak_rss_mb(self.server.pid)
+            self.server.terminate()
+            try:
+                self.server.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.server.kill()
+        if self.fake is not None:
+            try:
+                self.fake.stdin.close()
+                self.fake.wait(timeout=10)
+            except Exception:
+                self.fake.kill()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    # ---- clients -----------------------------------------------------------------------------
+    async def ask(self, session_id: str, qid: int, tokens: int, *, start: asyncio.Event | None = None,
+                  ready: asyncio.Semaphore | None = None, timeout: float = 300.0) -> StreamResult:
+        from websockets.asyncio.client import connect
+
+        result = StreamResult(qid=qid, expected=tokens)
+        url = f"ws://127.0.0.1:{self.port}/ws/chat/{session_id}/"
+        try:
+            async with connect(
+                url, origin=f"http://127.0.0.1:{self.port}", additional_headers={"Cookie": f"sessionid={self.cookie}"},
+                max_size=None, open_timeout=120, ping_interval=None,
+            ) as ws:
+                if ready is not None:
+                    ready.release()
+                if start is not None:
+                    await start.wait()
+                result.sent_at = time.time()
+                await ws.send(json.dumps({"question": question(qid, tokens)}))
+                seen_max = 0
+                async with asyncio.timeout(timeout):
+                    async for frame in ws:
+                        now = time.time()
+                        text = frame if isinstance(frame, str) else frame.decode()
+                        numbers = [int(n) for n in TOKEN_RE.findall(text)]
+                        final = FINAL_RE.search(text)
+                        if numbers:
+                            result.frames += 1
+                            if numbers != list(range(1, len(numbers) + 1)) or len(numbers) < seen_max:
+                                result.reordered_frames += 1
+                            seen_max = max(seen_max, len(numbers))
+                            for n in numbers:
+                                result.arrivals.setdefault(n, now)
+                            if result.first_token_at is None:
+                                result.first_token_at = now
+                        if final:
+                            result.status = final.group(1)
+                            result.final_tokens = numbers
+                            break
+        except Exception as e:  # reported per stream; a failed stream counts its tokens as lost
+            result.error = f"{type(e).__name__}: {e}"
+        return result
+
+
+async def measure_ttft(server: ScratchServer, *, samples: int, first_qid: int, tokens: int = 8) -> dict[str, Any]:
+    server.set_delay(0.0)
+    results = []
+    for i in range(samples + 3):
+        results.append(await server.ask(server.sessions[first_qid + i], first_qid + i, tokens))
+    measured = [r for r in results[3:]]  # the first answers warm the server (model, connections)
+    ttft = [(r.first_token_at - r.sent_at) * 1000 for r in measured if r.first_token_at]
+    return {
+        "samples": len(ttft),
+        "ttft_p50_ms": round(statistics.median(ttft), 1) if ttft else None,
+        "ttft_p95_ms": round(pct(ttft, 0.95), 1) if ttft else None,
+        "ttft_max_ms": round(max(ttft), 1) if ttft else None,
+        "failed": sum(1 for r in measured if r.error or r.status != "complete"),
+        "lost_tokens": sum(r.lost for r in measured),
+    }
+
+
+async def measure_concurrent(
+    server: ScratchServer, *, streams: int, first_qid: int, tokens: int, piece_delay: float
+) -> dict[str, Any]:
+    server.set_delay(piece_delay)
+    start = asyncio.Event()
+    ready = asyncio.Semaphore(0)
+    tasks = [
+        asyncio.create_task(server.ask(server.sessions[first_qid + i], first_qid + i, tokens, start=start, ready=ready))
+        for i in range(streams)
+    ]
+    for _ in range(streams):  # every client connected before anyone asks
+        await asyncio.wait_for(ready.acquire(), 180)
+    started = time.time()
+    start.set()
+    results: list[StreamResult] = await asyncio.gather(*tasks)
+    wall = time.time() - started
+    reply_starts = server.reply_starts()
+    added: list[float] = []
+    ttft: list[float] = []
+    for r in results:
+        begin = reply_starts.get(r.qid)
+        if r.first_token_at:
+            ttft.append((r.first_token_at - r.sent_at) * 1000)
+        if begin is None:
+            continue
+        for n, at in r.arrivals.items():
+            added.append((at - (begin + 2 * (n - 1) * piece_delay)) * 1000)
+    return {
+        "streams": streams,
+        "tokens_per_stream": tokens,
+        "token_interval_ms": round(2 * piece_delay * 1000, 1),
+        "completed": sum(1 for r in results if r.status == "complete"),
+        "errors": sorted({r.error for r in results if r.error})[:3],
+        "lost_tokens": sum(r.lost for r in results),
+        "reordered_frames": sum(r.reordered_frames for r in results),
+        "frames": sum(r.frames for r in results),
+        "added_latency_p50_ms": round(statistics.median(added), 1) if added else None,
+        "added_latency_p95_ms": round(pct(added, 0.95), 1) if added else None,
+        "ttft_p95_ms": round(pct(ttft, 0.95), 1) if ttft else None,
+        "wall_s": round(wall, 2),
+    }
+
+
+async def chat_bench(
+    *, chunks: int, ttft_samples: int, concurrency: list[int], tokens: int, piece_delay: float,
+    embedder: str, say=print,
+) -> dict[str, Any]:
+    sessions = 3 + ttft_samples + sum(concurrency)
+    server = ScratchServer(chunks=chunks, sessions=sessions, embedder=embedder, say=say)
+    out: dict[str, Any] = {"chunks": chunks, "embedder": EMBEDDERS[embedder]}
+    try:
+        await asyncio.to_thread(server.start)
+        say("measuring time to first token")
+        out["ttft"] = await measure_ttft(server, samples=ttft_samples, first_qid=0)
+        qid = 3 + ttft_samples
+        out["concurrent"] = []
+        for n in concurrency:
+            say(f"{n} concurrent streams")
+            out["concurrent"].append(
+                await measure_concurrent(server, streams=n, first_qid=qid, tokens=tokens, piece_delay=piece_delay)
+            )
+            qid += n
+    finally:
+        await asyncio.to_thread(server.stop)
+        out["server_peak_rss_mb"] = round(server.server_peak_mb, 1) if server.server_peak_mb else None
+    return out

@@ -1,0 +1,59 @@
+"""The fake Ollama server (tests/fakes/ollama_server.py) as its own process, for the websocket
+benchmarks: it must not share a GIL with the clients that measure it.
+
+    python -m ragchat.bench.fake_llm --log FILE
+prints `URL <base url>` on stdout, then serves until stdin closes. A stdin line `delay <seconds>`
+sets the delay between streamed pieces (0 = zero-latency model).
+
+Every answer is deterministic and numbered: a question containing `q<id> t<count>` gets
+`tok0001x tok0002x ... tok<count>x`, so a client can check that no token is lost or reordered.
+When the answer starts, `<id> <unix time>` is appended to the log: with the piece delay, that
+gives each token's scheduled emission time (token i leaves at start + 2 (i - 1) delay: the words
+and the spaces between them are separate pieces).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import threading
+import time
+
+QUESTION_RE = re.compile(r"\bq(\d+) t(\d+)\b")
+
+
+def numbered_tokens(count: int) -> str:
+    return " ".join(f"tok{i:04d}x" for i in range(1, count + 1))
+
+
+def main() -> None:
+    from tests.fakes.ollama_server import FakeOllama
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--log", required=True)
+    args = parser.parse_args()
+    log = open(args.log, "a", buffering=1, encoding="utf-8")
+    lock = threading.Lock()
+
+    def reply(messages):
+        users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
+        match = QUESTION_RE.search(users[-1] if users else "")
+        if match is None:
+            return "No numbered question found."
+        with lock:
+            log.write(f"{match.group(1)} {time.time():.6f}\n")
+        return numbered_tokens(int(match.group(2)))
+
+    fake = FakeOllama().start()
+    fake.reply_with(reply)
+    print(f"URL {fake.url}", flush=True)
+    for line in sys.stdin:
+        parts = line.split()
+        if len(parts) == 2 and parts[0] == "delay":
+            fake.token_delay(float(parts[1]))
+            print("OK", flush=True)
+    fake.stop()
+
+
+if __name__ == "__main__":
+    main()
