@@ -113,10 +113,18 @@ def _duplicate_message(name: str, existing: Document) -> str:
     return f"{name}: this content already exists as “{existing.title}”; it was not indexed again."
 
 
-def document_create(*, user, data: bytes, filename: str, tags: Sequence[Tag]) -> Document:
-    """Store an upload as a queued document (the caller enqueues ingestion). Raises UploadRefused."""
+def document_create(
+    *, user, data: bytes, filename: str, tags: Sequence[Tag], check_permissions: bool = True
+) -> Document:
+    """Store an upload as a queued document (the caller enqueues ingestion). Raises UploadRefused.
+
+    check_permissions=False is for operators' commands (ingest_folder, demo_data), not for requests.
+    """
     name = _check_upload(data=data, filename=filename)
-    _check_tags(user=user, tags=tags)
+    if check_permissions:
+        _check_tags(user=user, tags=tags)
+    elif not tags:
+        raise UploadRefused("Choose at least one tag: tags decide who can read the document.")
     digest = content_hash(data)
     existing = _duplicate(tenant_id=user.tenant_id, digest=digest)
     if existing is not None:
