@@ -1,0 +1,105 @@
+"""manage.py bench: ingestion throughput, filtered search latency, time to first token through a real
+websocket, N concurrent streams, peak memory; a table, then one JSON line. Nothing touches the live
+database or index: every part runs in scratch directories (or a scratch collection on QDRANT_URL).
+"""
+import asyncio
+import json
+import logging
+import os
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand
+
+from ragchat.bench.common import peak_rss_mb
+
+GOALS = {
+    "search_p95_ms_100k": 25.0,  # issue 6 (seed 004 asks <= 300 ms)
+    "ttft_overhead_p95_ms_10k": 100.0,
+    "lost_tokens": 0,
+}
+
+
+class Command(BaseCommand):
+    help = "Benchmark ingestion, filtered search, TTFT through a websocket and concurrent streaming."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+        parser.add_argument("--json", dest="json_out", help="also write the report here")
+        parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
+        parser.add_argument("--chat-embedder", choices=["local", "hashing"], default=None,
+                            help="embedder of the websocket server (default: local; hashing with --quick)")
+
+    def handle(self, *args, quick, json_out, skip, chat_embedder, **options):
+        logging.getLogger("ragchat").setLevel(logging.ERROR)
+        report = asyncio.run(self.run(quick=quick, skip=set(skip), chat_embedder=chat_embedder))
+        report["bench_process_peak_rss_mb"] = round(peak_rss_mb(), 1)
+        self.stdout.write(format_table(report))
+        if json_out:
+            Path(json_out).write_text(json.dumps(report, indent=2))
+        self.stdout.write(json.dumps(report))
+
+    async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None) -> dict:
+        from ragchat.bench.chat_load import chat_bench
+        from ragchat.bench.ingest import ingest_bench
+        from ragchat.bench.search import search_bench
+
+        say = lambda message: self.stderr.write(message)  # noqa: E731
+        report: dict = {"quick": quick, "goals": GOALS}
+        if "ingest" not in skip:
+            report["ingest"] = []
+            for embedder in ("hashing", "local"):
+                say(f"ingestion, {embedder} embedder")
+                report["ingest"].append(await ingest_bench(embedder=embedder, rounds=1 if quick else 3,
+                                                           base=settings.RAG))
+        if "search" not in skip:
+            report["search"] = []
+            sizes = [2_000, 10_000] if quick else [10_000, 100_000]
+            searches = 100 if quick else 300
+            for size in sizes:
+                say(f"search, embedded store, {size} chunks")
+                report["search"].append(await search_bench(chunks=size, searches=searches, backend="edge"))
+            qdrant_url = os.environ.get("QDRANT_URL", "") or settings.RAG.qdrant_url
+            if qdrant_url:
+                for size in sizes:
+                    say(f"search, Qdrant server at {qdrant_url}, {size} chunks")
+                    report["search"].append(await search_bench(chunks=size, searches=searches, backend="server",
+                                                               qdrant_url=qdrant_url))
+        if "chat" not in skip:
+            report["chat"] = await chat_bench(
+                chunks=2_000 if quick else 10_000,
+                ttft_samples=10 if quick else 40,
+                concurrency=[10, 50] if quick else [50, 200],
+                tokens=20 if quick else 50,
+                piece_delay=0.01,  # a token every 20 ms: 50 tokens/s, a fast local model
+                embedder=chat_embedder or ("hashing" if quick else "local"),
+                say=say,
+            )
+        return report
+
+
+def format_table(report: dict) -> str:
+    lines = []
+    for row in report.get("ingest", []):
+        stages = ", ".join(f"{k} {v:.2f}s" for k, v in row["stage_seconds"].items())
+        lines.append(f"ingest   {row['embedder']:<18} {row['chunks']:>6} chunks  {row['chunks_per_s']:>8.1f} chunks/s"
+                     f"  ({row['documents']} files; {stages})")
+    for row in report.get("search", []):
+        lines.append(f"search   {row['backend']:<18} {row['chunks']:>6} chunks  p50 {row['search_p50_ms']:.1f} ms"
+                     f"  p95 {row['search_p95_ms']:.1f} ms  (with query embedding p95 {row['embed_search_p95_ms']:.1f} ms;"
+                     f" upsert {row['upsert_chunks_per_s']} chunks/s)")
+    chat = report.get("chat")
+    if chat:
+        t = chat["ttft"]
+        lines.append(f"ttft     websocket, {chat['embedder']}, {chat['chunks']} chunks: p50 {t['ttft_p50_ms']} ms"
+                     f"  p95 {t['ttft_p95_ms']} ms  ({t['samples']} questions, zero-latency model, failed {t['failed']})")
+        for c in chat["concurrent"]:
+            lines.append(
+                f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token):"
+                f" completed {c['completed']}, lost {c['lost_tokens']}, reordered {c['reordered_frames']},"
+                f" added latency p50 {c['added_latency_p50_ms']} ms p95 {c['added_latency_p95_ms']} ms,"
+                f" ttft p95 {c['ttft_p95_ms']} ms, wall {c['wall_s']} s"
+            )
+        lines.append(f"memory   server peak RSS {chat['server_peak_rss_mb']} MB")
+    lines.append(f"memory   bench process peak RSS {report.get('bench_process_peak_rss_mb')} MB")
+    return "\n".join(lines)
