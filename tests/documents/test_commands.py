@@ -1,0 +1,51 @@
+"""manage.py demo_data (idempotent) and ingest_folder (progress + summary)."""
+from __future__ import annotations
+
+import io
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from documents.models import Document, Tag
+from documents.selectors import user_tag_slugs
+from tests.docgen import make_png, make_text
+
+pytestmark = pytest.mark.django_db
+
+
+def test_demo_data_is_idempotent_and_indexes_every_format(rag_runtime, vectors, django_user_model):
+    out = io.StringIO()
+    call_command("demo_data", stdout=out)
+    text = out.getvalue()
+    assert "admin  / admin-demo-2026" in text and "emma" in text and "noah" in text
+    documents = Document.objects.all()
+    assert documents.count() == 6
+    assert {d.kind for d in documents} == {"pdf", "docx", "html", "markdown", "text"}
+    assert all(d.status == "ready" for d in documents), [d.error for d in documents]
+    total = vectors.count()
+    assert total == sum(d.chunk_count for d in documents) > 0
+    assert Tag.objects.get(slug="it").owner.username == "ivan"
+    emma = django_user_model.objects.get(username="emma")
+    assert user_tag_slugs(user=emma) == ["handbook", "it", "public"]
+    assert all("finance" not in r.tags for r in vectors.search("expense claims receipts", user_tags=user_tag_slugs(user=emma)))
+    call_command("demo_data", stdout=io.StringIO())
+    assert Document.objects.count() == 6 and django_user_model.objects.count() == 5
+    assert vectors.count() == total
+
+
+def test_ingest_folder_reports_a_summary(rag_runtime, vectors, tmp_path, tags, people):
+    folder = tmp_path / "in"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "one.txt").write_bytes(make_text(["Folder document one."]))
+    (folder / "sub" / "two.md").write_bytes(b"# Two\n\nSecond folder document.")
+    (folder / "copy.txt").write_bytes(make_text(["Folder document one."]))
+    (folder / "image.png").write_bytes(make_png())
+    out, err = io.StringIO(), io.StringIO()
+    call_command("ingest_folder", str(folder), "--tag", "finance", stdout=out, stderr=err, verbosity=0)
+    assert "4 files" in out.getvalue() and "2 indexed" in out.getvalue()
+    assert "1 already present, 1 refused, 0 failed" in out.getvalue()
+    assert "image.png" in err.getvalue()
+    assert vectors.count() == sum(d.chunk_count for d in Document.objects.all()) == 2
+    with pytest.raises(CommandError, match="No tag 'nope'"):
+        call_command("ingest_folder", str(folder), "--tag", "nope", stdout=io.StringIO())
