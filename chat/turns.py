@@ -248,7 +248,7 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
                 await group_send_html(turn.session_id, _stage_html(turn))
             elif isinstance(event, FinalEvent):
                 final = event.response
-    except (RAGServiceError, Exception) as e:
+    except Exception as e:  # RAGServiceError and anything unexpected: the turn ends as failed, never hangs
         await streamer.close()
         await _fail(turn, request=request, rag=rag, error=e)
         return
