@@ -1,0 +1,37 @@
+"""`manage.py bench --quick` runs (websocket part against a real daphne process) and no streamed
+token is lost or reordered. Times are reported, not asserted."""
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from ragchat.bench.ingest import ingest_bench
+from ragchat.bench.search import search_bench
+
+
+def test_bench_quick_chat_streams_lose_no_tokens(tmp_path):
+    out = StringIO()
+    call_command("bench", "--quick", "--skip", "ingest", "--skip", "search", "--chat-embedder", "hashing",
+                 "--json", str(tmp_path / "bench.json"), stdout=out, stderr=StringIO())
+    report = json.loads(out.getvalue().strip().splitlines()[-1])
+    chat = report["chat"]
+    assert chat["ttft"]["samples"] == 10 and chat["ttft"]["failed"] == 0
+    assert chat["ttft"]["lost_tokens"] == 0
+    assert [c["streams"] for c in chat["concurrent"]] == [10, 50]
+    for run in chat["concurrent"]:
+        assert run["completed"] == run["streams"], run["errors"]
+        assert run["lost_tokens"] == 0
+        assert run["reordered_frames"] == 0
+        assert run["frames"] >= run["streams"]
+        assert run["added_latency_p95_ms"] is not None
+    assert chat["server_peak_rss_mb"] > 0
+    assert "lost 0" in out.getvalue()
+
+
+@pytest.mark.asyncio
+async def test_search_and_ingest_benchmarks_report_their_figures():
+    search = await search_bench(chunks=600, searches=20)
+    assert search["chunks"] == 600 and search["search_p95_ms"] >= search["search_p50_ms"] > 0
+    ingest = await ingest_bench(embedder="hashing", rounds=1)
+    assert ingest["documents"] == 25 and ingest["chunks"] > 25 and ingest["chunks_per_s"] > 0
