@@ -1,0 +1,168 @@
+"""Reusable browser-test fixtures: a daphne server serving the app (subprocess, its own SQLite file,
+data dir and embedded Qdrant; hashing embedder; the fake Ollama server as the model) and Debian's
+Chromium through Playwright.
+
+- `daphne_server` (session; not `live_server`, which is pytest-django's): `.url`, `.env`, `.manage(*args)`, `.shell(code)`, `.create_user(...)`,
+  `.create_tag(...)`, `.log_text()`. Set-up writes go through `manage.py shell -c` in a subprocess
+  (same DB file; SQLite WAL allows it while the server runs). Do not index through `.shell()` while
+  the server runs: the embedded Qdrant can be opened by one process only — upload through the app.
+- `live_server_url` (session): the base URL.
+- `chromium` (session): the Playwright browser; `browser_page` (function): a fresh context + page.
+- `sign_in(page, base_url, username, password)`: log in through the login form.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run",
+]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    def __init__(self, *, data_dir: Path, ollama_url: str, extra_env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.env = {
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "ragchat.settings",
+            "DJANGO_DEBUG": "true",
+            "RAGCHAT_DATA_DIR": str(data_dir),
+            "DATABASE_URL": f"sqlite:///{data_dir / 'db.sqlite3'}",
+            "QDRANT_PATH": str(data_dir / "qdrant"),
+            "MEDIA_ROOT": str(data_dir / "media"),
+            "EMBEDDING_BACKEND": "hashing",
+            "EMBEDDING_MODEL": "hashing-384",
+            "OLLAMA_BASE_URL": ollama_url,
+            "RAG_TIMEOUT_SECONDS": "5",
+            "RAG_MIN_SIMILARITY_SCORE": "0.05",  # the hashing embedder's similarities are low
+            "RAGCHAT_INGEST_BACKEND": "inprocess",
+            "REDIS_URL": "",
+            "LOG_LEVEL": "WARNING",
+            **(extra_env or {}),
+        }
+        self.process: subprocess.Popen | None = None
+        self._log = None
+
+    def manage(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, check=check, capture_output=True, text=True
+        )
+
+    def shell(self, code: str) -> str:
+        done = self.manage("shell", "-c", code, check=False)
+        if done.returncode:
+            raise RuntimeError(f"manage.py shell failed:\n{done.stderr}")
+        return done.stdout
+
+    def create_user(self, username: str, password: str, *, superuser: bool = False, tenant_id: str = "default",
+                    first_name: str = "", last_name: str = "", email: str = "") -> None:
+        args = json.dumps(dict(username=username, password=password, tenant_id=tenant_id, first_name=first_name,
+                               last_name=last_name, email=email or f"{username}@example.com"))
+        make = "create_superuser" if superuser else "create_user"
+        self.shell(f"import json\nfrom ragchat.models import User\nUser.objects.{make}(**json.loads({args!r}))")
+
+    def create_tag(self, slug: str, name: str, *, owner: str | None = None, members: tuple[str, ...] = (),
+                   tenant_id: str = "default") -> None:
+        args = json.dumps(dict(slug=slug, name=name, owner=owner, members=list(members), tenant_id=tenant_id))
+        self.shell(
+            "import json\nfrom ragchat.models import User\nfrom documents.services import tag_create\n"
+            f"a = json.loads({args!r})\n"
+            "owner = User.objects.get(username=a['owner']) if a['owner'] else None\n"
+            "tag_create(tenant_id=a['tenant_id'], name=a['name'], slug=a['slug'], owner=owner,\n"
+            "           members=list(User.objects.filter(username__in=a['members'])))"
+        )
+
+    def start(self) -> LiveServer:
+        self.manage("migrate", "-v0")
+        self._log = open(self.data_dir / "daphne.log", "w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ragchat.asgi:application"],
+            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.url + "/accounts/login/", timeout=2)
+                return self
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"daphne did not start:\n{self.log_text()}") from None
+                time.sleep(0.3)
+
+    def log_text(self) -> str:
+        path = self.data_dir / "daphne.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+            self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+@pytest.fixture(scope="session")
+def daphne_server(tmp_path_factory, ollama_server):
+    server = LiveServer(data_dir=tmp_path_factory.mktemp("live-server"), ollama_url=ollama_server.url).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def live_server_url(daphne_server) -> str:
+    return daphne_server.url
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed (make chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def browser_page(chromium):
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def sign_in(page, base_url: str, username: str, password: str) -> None:
+    page.goto(base_url + "/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(base_url + "/")
