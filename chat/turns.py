@@ -36,7 +36,7 @@ from ragchat.services.errors import (
     ModelUnavailableError,
     RAGServiceError,
 )
-from ragchat.services.retrieval import build_retrieval_query, get_quality_context
+from ragchat.services.retrieval import build_retrieval_query
 from ragchat.services.types import ContextEvent, FinalEvent, RAGRequest, RAGResponse, StageEvent, TokenEvent
 
 logger = logging.getLogger(__name__)
@@ -298,13 +298,12 @@ async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseExcepti
         logger.warning(
             "chat turn failed: %s", error, extra={"event": "chat_turn_failed", "error_type": type(error).__name__}
         )
-    passages = turn.passages
-    if not passages and not isinstance(error, ContextError):
-        passages = await _fallback_passages(rag, request)
+    # The core yields the passages (ContextEvent) before raising an LLM error, also when Ollama
+    # is down at the model check, so whatever was retrieved is already on the turn.
     fields = {
         "content": turn.text,
         "status": Message.Status.INTERRUPTED if turn.text.strip() else Message.Status.FAILED,
-        "passages": passages,
+        "passages": turn.passages,
         "error": error_sentence(error),
         "error_type": type(error).__name__,
         "model": request.model or getattr(rag, "default_model", ""),
@@ -315,24 +314,6 @@ async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseExcepti
     }
     message = await database_sync_to_async(_store)(turn.message_id, fields)
     await _publish_final(turn, message)
-
-
-async def _fallback_passages(rag: Any, request: RAGRequest) -> list[dict[str, Any]]:
-    """The model failed before retrieval ran (e.g. Ollama down at model validation): search anyway,
-    so the asker still gets the passages as a cited search result (R-CHAT-7)."""
-    try:
-        results = await get_quality_context(
-            rag.vector_service,
-            query=request.retrieval_query or request.query,
-            user_tags=request.user_tags,
-            tenant_id=request.tenant_id,
-            settings=rag.settings,
-            max_chunks=request.max_context_chunks,
-        )
-    except Exception as e:  # the passages are a courtesy; their failure must not hide the error
-        logger.warning("fallback search failed: %s", e, extra={"event": "chat_fallback_search_failed"})
-        return []
-    return presenters.passages_from_results(results)
 
 
 def _store(message_id: int, fields: dict[str, Any]) -> Message:
