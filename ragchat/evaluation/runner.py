@@ -213,7 +213,7 @@ def leaked(results: Sequence[SearchResult], user_tags: Sequence[str]) -> int:
     return sum(1 for r in results if r.tenant_id != TENANT or not set(r.tags) & allowed)
 
 
-def probe_tag(question_tags: Sequence[str], relevant_tags: set[str], all_tags: Sequence[str]) -> str | None:
+def probe_tag(relevant_tags: set[str], all_tags: Sequence[str]) -> str | None:
     """One tag unrelated to the question: not the relevant documents' and not public."""
     for tag in all_tags:
         if tag != PUBLIC_TAG and tag not in relevant_tags:
@@ -249,7 +249,7 @@ async def _score_question(
         support5 = any(path_of.get(r.document_id) in relevant for r in results[:5])
         support_context = any(path_of.get(c.document_id) in relevant for c in context)
     relevant_tags = {index.tags.get(p, "") for p in relevant}
-    probe = probe_tag(asker_tags, relevant_tags, index.all_tags)
+    probe = probe_tag(relevant_tags, index.all_tags)
     probe_leaks = 0
     if probe is not None:
         probe_results = await service.search(query, user_tags=[probe], tenant_id=TENANT, limit=RANK_DEPTH, mode=mode)
