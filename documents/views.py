@@ -96,6 +96,8 @@ def document_upload(request):
     context = {
         "created": [row_context(user=request.user, document=d) for d in created],
         "refused": refused,
+        "facets": selectors.tag_facets(user=request.user, documents=selectors.documents_for_user(user=request.user)),
+        "active_tag": request.GET.get("tag", ""),
     }
     return render(request, "documents/_upload_result.html", context)
 

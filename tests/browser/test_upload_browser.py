@@ -58,5 +58,6 @@ def test_upload_two_files_and_watch_them_become_ready(live_server_url, uploader,
     ready_frames = {f["id"] for f in frames if f.get("status") == "ready"}
     assert len(ready_frames) == 2, f"both rows became ready through websocket pushes: {frames}"
     assert any(f.get("status") == "processing" for f in frames), "progress was pushed while indexing"
+    assert page.locator("#facets [data-tag=finance] .facet-count").inner_text() == "2"
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "documents-upload.png"), full_page=True)
