@@ -15,6 +15,7 @@ hand work to, so ingestion runs to completion before enqueue returns.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 
 from asgiref.sync import SyncToAsync, async_to_sync
@@ -50,7 +51,11 @@ async def _run_bounded(document_id: str) -> None:
 
 
 def _spawn(document_id: str) -> asyncio.Task:
-    task_ = asyncio.get_running_loop().create_task(_run_bounded(document_id), name=f"ingest-{document_id}")
+    # A fresh context: the caller's (a sync view's request) carries asgiref's per-request executor,
+    # which is shut down when the response is sent; the ingestion's sync_to_async calls must not use it.
+    task_ = asyncio.get_running_loop().create_task(
+        _run_bounded(document_id), name=f"ingest-{document_id}", context=contextvars.Context()
+    )
     _running.add(task_)
     task_.add_done_callback(_running.discard)
     return task_
