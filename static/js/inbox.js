@@ -17,8 +17,15 @@
 
   function setCount(n) {
     if (count) count.textContent = n;
-    const nav = document.getElementById("nav-inbox-count");
-    if (nav) nav.textContent = n;
+    let nav = document.getElementById("nav-inbox-count");
+    const link = document.querySelector('nav.topnav a[href$="/routing/inbox/"]');
+    if (!nav && link && n > 0) {
+      nav = document.createElement("span");
+      nav.id = "nav-inbox-count";
+      nav.className = "badge-count badge-inbox";
+      link.append(nav);
+    }
+    if (nav) { nav.textContent = n; nav.hidden = n === 0; }
     if (empty) empty.hidden = list.children.length > 0;
   }
 

@@ -1,0 +1,200 @@
+"""Routing in a real browser, both people at once: the employee asks what the corpus cannot answer
+and sees it routed; the owner watches it arrive in the inbox live, answers it; the answer appears in
+the employee's open chat without a reload. Daphne serves the app (subprocess, its own SQLite and
+embedded Qdrant); the fake Ollama server is the model. Screenshots go to test-artifacts/.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+CHROMIUM = "/usr/bin/chromium"
+PASSWORD = "browser-pass-123"
+QUESTION = "Can visitors get a parking permit for the garage on weekends?"
+ANSWER = "Yes: reception issues weekend day permits for visitors. Ask them on Friday before 4 pm."
+
+SETUP = r"""
+import asyncio
+from django.core.files.base import ContentFile
+from documents.models import Document, Tag
+from ragchat import runtime
+from ragchat.models import User
+from ragchat.services.types import ChunkRecord
+erin = User.objects.create_user(username="erin", password=%(pw)r, first_name="Erin", last_name="Walsh",
+                                email="erin@example.com")
+olivia = User.objects.create_user(username="olivia", password=%(pw)r, first_name="Olivia", last_name="Owens",
+                                  email="olivia@example.com")
+facilities = Tag.objects.create(name="Facilities", slug="facilities", owner=olivia,
+                                description="Buildings, parking, canteen")
+facilities.members.add(erin)
+DOC = "5b2d7c1e-3a4f-4b6c-8d9e-0f1a2b3c4d5e"
+text = ("Parking: the company garage has 40 spaces for employees. A yearly parking permit for the garage "
+        "is requested at the facilities desk. The garage is closed on public holidays.")
+document = Document(id=DOC, title="Parking and Garage", original_filename="parking.md", content_hash="f" * 64,
+                    kind="markdown", status="ready", chunk_count=1, uploaded_by=olivia)
+document.file.save("parking.md", ContentFile(text.encode()), save=False)
+document.save()
+document.tags.set([facilities])
+chunks = [ChunkRecord(document_id=DOC, chunk_index=0, document_name="Parking and Garage", chunk_text=text,
+                      tags=("facilities",), section="Garage", page_number=None)]
+async def index():
+    service = await runtime.ready_vector_service()
+    await service.upsert_chunks(chunks)
+asyncio.run(index())
+runtime.reset()
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ollama_server):
+    tmp = tmp_path_factory.mktemp("routing-browser")
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "ragchat.settings",
+        "DJANGO_DEBUG": "true",
+        "RAGCHAT_DATA_DIR": str(tmp),
+        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
+        "QDRANT_PATH": str(tmp / "qdrant"),
+        "MEDIA_ROOT": str(tmp / "media"),
+        "EMBEDDING_BACKEND": "hashing",
+        "EMBEDDING_MODEL": "hashing-384",
+        "OLLAMA_BASE_URL": ollama_server.url,
+        "RAG_TIMEOUT_SECONDS": "5",
+        "RAG_MIN_SIMILARITY_SCORE": "0.05",  # the hashing embedder's similarities are low
+        "REDIS_URL": "",
+        "LOG_LEVEL": "WARNING",
+        "EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend",
+    }
+    python = sys.executable
+    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
+    subprocess.run([python, "manage.py", "shell", "-c", SETUP % {"pw": PASSWORD}], cwd=ROOT, env=env, check=True)
+    port = _free_port()
+    log = open(tmp / "daphne.log", "w")
+    proc = subprocess.Popen(
+        [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ragchat.asgi:application"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(base + "/accounts/login/", timeout=2)
+            break
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((tmp / "daphne.log").read_text()) from None
+            time.sleep(0.3)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip("Debian's chromium is not installed")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield browser
+        browser.close()
+
+
+def _sign_in(browser, base: str, username: str, *, width: int = 1280, height: int = 860):
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    page.goto(base + "/accounts/login/")
+    page.fill("input[name=username]", username)
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.wait_for_url(base + "/")
+    return context, page
+
+
+def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
+    ARTIFACTS.mkdir(exist_ok=True)
+    # The corpus has something about the garage but not this: the model hedges and rates itself low.
+    fake_ollama.reply("The documents describe the garage for employees but say nothing about visitors on weekends.")
+    fake_ollama.rating(5)
+
+    owner_ctx, owner = _sign_in(browser, server, "olivia")
+    owner.click("nav.topnav a:has-text('Inbox')")
+    owner.wait_for_selector("#inbox-conn[data-state=open]", timeout=10_000)
+    assert owner.locator("#inbox-empty").is_visible()
+
+    employee_ctx, employee = _sign_in(browser, server, "erin")
+    employee.click("form.new-chat button")
+    employee.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    employee.fill("#question", QUESTION)
+    employee.keyboard.press("Enter")
+    routed = employee.wait_for_selector("article.msg-assistant.is-route.status-complete", timeout=20_000)
+    notice = routed.inner_text()
+    assert "sent to the owner of" in notice and "facilities" in notice
+
+    # The owner's inbox shows it without a reload.
+    row = owner.wait_for_selector(f".inbox-row:has-text('{QUESTION}')", timeout=10_000)
+    assert "Facilities" in row.inner_text() and "Erin Walsh" in row.inner_text()
+    assert owner.inner_text("#inbox-open-count") == "1"
+    assert owner.locator("#inbox-empty").is_hidden()
+    owner.wait_for_timeout(2700)  # let the "new" highlight fade for the screenshot
+    owner.screenshot(path=str(ARTIFACTS / "routing-inbox.png"), full_page=True)
+
+    owner.click(f".inbox-row:has-text('{QUESTION}') a")
+    owner.wait_for_selector("#answer-form")
+    page_text = owner.inner_text("main")
+    assert QUESTION in page_text and "Parking and Garage" in page_text and "say nothing about visitors" in page_text
+    owner.screenshot(path=str(ARTIFACTS / "routing-question.png"), full_page=True)
+    owner.fill("#answer-form textarea", ANSWER)
+    owner.click("#answer-form button[type=submit]")
+    owner.wait_for_selector(".answer-card:has-text('Answered')")
+
+    # The employee's open chat gets the answer live, labelled with who answered.
+    answer = employee.wait_for_selector("article.msg-owner", timeout=10_000)
+    text = answer.inner_text()
+    assert "Answer from Olivia Owens" in text and ANSWER.split(":")[0] in text
+    assert employee.locator("article.msg-owner time.msg-time").count() == 1
+    employee.wait_for_timeout(300)
+    employee.screenshot(path=str(ARTIFACTS / "routing-answer-delivered.png"))
+
+    # The owner publishes the answer as verified knowledge: ingested by the server like any upload.
+    owner.click(".answer-card button:has-text('Publish as verified knowledge')")
+    owner.wait_for_selector(".published", timeout=10_000)
+    deadline = time.monotonic() + 30
+    while "· Ready" not in owner.inner_text(".published"):
+        assert "Failed" not in owner.inner_text(".published")
+        assert time.monotonic() < deadline, owner.inner_text(".published")
+        owner.wait_for_timeout(500)
+        owner.reload()
+    owner.screenshot(path=str(ARTIFACTS / "routing-question-answered.png"), full_page=True)
+
+    # Elsewhere in the app, the nav shows the unread answer until the session is opened again.
+    url = employee.url
+    employee.goto(server + "/routing/mine/")
+    assert employee.inner_text("#nav-unread-answers") == "1"
+    employee.goto(url)
+    employee.wait_for_selector("article.msg-owner")
+    assert employee.locator("#nav-unread-answers").count() == 0
+    owner_ctx.close()
+    employee_ctx.close()
