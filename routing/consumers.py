@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.http import Http404
 
 from routing import selectors
 from routing.services import user_group_name
@@ -47,7 +48,7 @@ class InboxConsumer(AsyncJsonWebsocketConsumer):
         self.user.refresh_from_db(fields=["is_active", "is_superuser", "is_staff", "tenant_id"])
         try:
             question = selectors.question_for_user(user=self.user, question_id=question_id)
-        except Exception:
+        except Http404:
             return None  # not theirs (or gone): say nothing
         open_count = selectors.inbox_open_count(user=self.user)
         rows = [r for r in selectors.inbox_rows(user=self.user) if row_id(r.question) == row_id(question)]

@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 from django.test import Client
 from django.urls import reverse
 
-from chat.models import ChatSession, Message
+from chat.models import Message
 from routing.models import QuestionGroup, RoutedQuestion
 from routing.services import question_answer, question_route
 from tests.chat.conftest import open_tab
@@ -140,7 +140,7 @@ async def test_admin_fallback_when_the_owner_account_was_deleted(asker, owner, a
 
 async def test_ask_the_owner_on_a_confident_answer(asker, owner, stranger, corpus, fake_ollama, mailoutbox):
     high_confidence(fake_ollama)
-    session, answer = await ask(asker, PARKING_Q)
+    _, answer = await ask(asker, PARKING_Q)
     assert answer.action == "CITE"
     url = reverse("routing:escalate", args=[answer.pk])
 
@@ -219,6 +219,12 @@ async def test_inbox_socket_only_hears_its_own_users_questions(asker, owner, str
     [question] = await routed()
     assert frame["op"] == "upsert" and frame["open"] == 1 and PARKING_Q in frame["html"]
     assert reverse("routing:question", args=[question.pk]) in frame["html"]
+    assert await spy.comm.receive_nothing(timeout=0.5)
+
+    # Answered: the row leaves the owner's inbox live; the spy still hears nothing.
+    await sync_to_async(question_answer)(question=question, user=owner, text="At the facilities desk.")
+    frame = await owner_tab.receive()
+    assert frame["op"] == "remove" and frame["open"] == 0
     assert await spy.comm.receive_nothing(timeout=0.5)
     await owner_tab.close()
     await spy.close()
@@ -367,5 +373,7 @@ async def test_published_answer_is_cited_as_verified_knowledge_next_time(asker, 
     assert citation["metadata"]["verified"] is True
     assert citation["metadata"]["verified_by"] == "Olivia Owner"
     assert citation["metadata"]["verified_at"] == question.answered_at.date().isoformat()
+    page = (await get(second_asker, reverse("chat:session", args=[session.pk]))).content.decode()
+    assert f"Verified by Olivia Owner, {question.answered_at.date().isoformat()}" in page  # the hover card
     page = (await get(second_asker, reverse("chat:session", args=[session.pk]))).content.decode()
     assert "Verified by Olivia Owner" in page
