@@ -196,5 +196,15 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     employee.goto(url)
     employee.wait_for_selector("article.msg-owner")
     assert employee.locator("#nav-unread-answers").count() == 0
+    # After the answer: the inbox is clear, the figures count it, at phone width too.
+    owner.goto(server + "/routing/inbox/")
+    assert owner.locator("#inbox-empty").is_visible()
+    figures = owner.inner_text("table.figures")
+    assert "Facilities" in figures and "100%" in figures
+    owner.screenshot(path=str(ARTIFACTS / "routing-inbox-after.png"), full_page=True)
+    phone_ctx, phone = _sign_in(browser, server, "olivia", width=390, height=844)
+    phone.goto(server + "/routing/inbox/")
+    phone.screenshot(path=str(ARTIFACTS / "routing-inbox-phone.png"), full_page=True)
+    phone_ctx.close()
     owner_ctx.close()
     employee_ctx.close()

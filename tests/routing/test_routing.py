@@ -377,3 +377,31 @@ async def test_published_answer_is_cited_as_verified_knowledge_next_time(asker, 
     assert f"Verified by Olivia Owner, {question.answered_at.date().isoformat()}" in page  # the hover card
     page = (await get(second_asker, reverse("chat:session", args=[session.pk]))).content.decode()
     assert "Verified by Olivia Owner" in page
+
+
+async def test_admin_publishes_an_untagged_fallback_answer_under_a_chosen_tag(asker, admin_user, tags, corpus, fake_ollama):
+    from documents.models import Document
+    from documents.tasks import wait_for_background_ingestion
+
+    low_confidence(fake_ollama)
+    await ask(asker, CANTEEN_Q)
+    [question] = await routed()
+    assert question.tag is None and question.fallback
+    url = reverse("routing:question", args=[question.pk])
+    refused = await post(admin_user, url, {"answer": "Until 13:30.", "publish": "on"})
+    assert refused.status_code == 200 and "Choose the tag to publish this answer under." in refused.content.decode()
+    assert (await routed())[0].status == "open"
+
+    response = await asyncio.to_thread(
+        in_fresh_thread,
+        lambda: client_for(admin_user).post(
+            url, {"answer": "Until 13:30.", "publish": "on", "publish_tag": tags["facilities"].pk}
+        ),
+    )
+    assert response.status_code == 302
+    await wait_for_background_ingestion(timeout=30)
+    question = (await routed())[0]
+    assert question.status == "answered"
+    document = await Document.objects.aget(pk=question.published_document_id)
+    assert document.status == "ready" and document.chunk_metadata["verified_by"] == "root"
+    assert await sync_to_async(lambda: list(document.tags.values_list("slug", flat=True)))() == ["facilities"]
