@@ -36,6 +36,10 @@ from ragchat.services.types import ChunkRecord
 logger = logging.getLogger(__name__)
 
 
+# A failed document whose partial vectors could not be removed yet (the store was unreachable).
+STAGE_CLEANUP_PENDING = "Failed (search index cleanup pending)"
+
+
 class UploadRefused(Exception):
     """The upload is refused before anything is stored; the message is for the uploader."""
 
@@ -283,6 +287,7 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
     try:
         embedder = runtime.embedder()
         vectors = await runtime.ready_vector_service()
+        await documents_purge_failed_vectors(vectors=vectors)  # a store that was down is back
         data = await asyncio.to_thread(_read_original, document)
         parsed = await asyncio.to_thread(
             parse_document,
@@ -354,18 +359,39 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
 async def _fail(document: Document, error: BaseException, *, vectors, report: ProgressReporter) -> IngestResult:
     if not isinstance(error, DocumentError):
         logger.exception("ingestion of %s failed", document.id)
+    stage = "Failed"
     try:
         if vectors is not None:  # None: the store never opened, so nothing of ours is in it
             await vectors.delete_document(document.document_id, tenant_id=document.tenant_id)
     except Exception as cleanup_error:  # keep the first reason; the row says it failed either way
         logger.error("could not remove partial vectors of %s: %s", document.id, cleanup_error)
+        # The store is gone (the same fault that failed the upsert): the next ingestion, or the
+        # server's start, purges these vectors once it is back (documents_purge_failed_vectors).
+        stage = STAGE_CLEANUP_PENDING
     message = failure_message(error)
-    await _save(document, status=Document.Status.FAILED, stage="Failed", progress=0, chunk_count=0, error=message)
+    await _save(document, status=Document.Status.FAILED, stage=stage, progress=0, chunk_count=0, error=message)
     try:
         await broadcast_document(document)
     except Exception:
         pass
     return IngestResult(document.document_id, document.status, 0, message)
+
+
+async def documents_purge_failed_vectors(*, vectors=None) -> int:
+    """Delete the vectors of failed documents whose cleanup could not reach the store at the time
+    (stage STAGE_CLEANUP_PENDING), so no half-indexed document stays searchable. Returns how many
+    documents were purged; a store still down raises (VectorStoreError) and they stay pending."""
+    pending = [
+        d async for d in Document.objects.filter(status=Document.Status.FAILED, stage=STAGE_CLEANUP_PENDING)
+    ]
+    if not pending:
+        return 0
+    vectors = vectors or await runtime.ready_vector_service()
+    for document in pending:
+        await vectors.delete_document(document.document_id, tenant_id=document.tenant_id)
+        await Document.objects.filter(pk=document.pk, stage=STAGE_CLEANUP_PENDING).aupdate(stage="Failed")
+        logger.info("purged partial vectors of a failed document", extra={"document_id": document.document_id})
+    return len(pending)
 
 
 def document_ingest_sync(document_id, *, report: ProgressReporter | None = None) -> IngestResult:

@@ -238,6 +238,11 @@ class OllamaEmbedder:
         vector = await self._with_retry(lambda: self._client.aembed_query(prefixed))
         return self._check([vector], 1)[0]
 
+    def count_tokens(self, text: str) -> int:
+        """Chunk sizing (ingestion calls it). Ollama exposes no tokenizer: over-estimate at about three
+        characters per token, so chunks stay inside the model's input window."""
+        return -(-len(text) // 3)
+
     async def discover_dimension(self) -> int:
         """Embed a probe once so `dimension` is known before a collection is created."""
         if not self.dimension:
