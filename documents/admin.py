@@ -73,7 +73,7 @@ class DocumentAdmin(admin.ModelAdmin):
     def reindex(self, request, queryset):
         started = skipped = 0
         for document in queryset:
-            if document.status == Document.Status.PROCESSING:
+            if document.status == Document.Status.PROCESSING and not document.is_stale:
                 skipped += 1
                 continue
             services.document_requeue(document=document)

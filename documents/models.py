@@ -4,12 +4,15 @@ A document's chunks live in Qdrant with payload `tags` = the slugs of its tags, 
 `document_id` = str(Document.id); the database is the source of truth for which tags a user holds.
 """
 import uuid
+from datetime import timedelta
 from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db import models
 
 PUBLIC_TAG_SLUG = "public"
+# Ingestion saves progress after every batch; this long without a save means nobody is working on it.
+STALE_AFTER = timedelta(minutes=10)
 
 
 class Tag(models.Model):
@@ -97,3 +100,10 @@ class Document(models.Model):
     @property
     def is_busy(self) -> bool:
         return self.status in {self.Status.QUEUED, self.Status.PROCESSING}
+
+    @property
+    def is_stale(self) -> bool:
+        """Busy without a sign of life for STALE_AFTER: its worker (or the server) stopped; may be retried."""
+        from django.utils import timezone
+
+        return self.is_busy and self.updated_at is not None and timezone.now() - self.updated_at > STALE_AFTER

@@ -157,7 +157,7 @@ def _row_or_redirect(request, document, message: str | None = None, level=messag
 @require_POST
 def document_retry(request, document_id):
     document = _managed_document(request, document_id)
-    if document.is_busy:
+    if document.is_busy and not document.is_stale:
         return _row_or_redirect(request, document, "This document is already being indexed.", messages.INFO)
     services.document_requeue(document=document)
     ingestion_enqueue(document.id)
@@ -195,7 +195,7 @@ def document_replace(request, document_id):
 @require_POST
 def document_delete(request, document_id):
     document = _managed_document(request, document_id)
-    if document.status == document.Status.PROCESSING:
+    if document.status == document.Status.PROCESSING and not document.is_stale:
         return _row_or_redirect(request, document, "Wait until indexing finishes, then delete.", messages.INFO)
     title = document.title
     services.document_delete(document=document)

@@ -168,7 +168,7 @@ TASKS = {
         "BACKEND": "django_tasks_db.DatabaseBackend"
         if RAGCHAT_INGEST_BACKEND == "tasks"
         else "django_tasks.backends.immediate.ImmediateBackend",
-        "QUEUES": ["ingestion"],
+        "QUEUES": ["default", "ingestion"],
     }
 }
 

@@ -155,3 +155,19 @@ def test_consumer_refuses_anonymous_and_pushes_rows_the_user_may_read(people, up
         await outsider.disconnect()
 
     async_to_sync(scenario)()
+
+
+def test_document_stuck_in_processing_can_be_retried_once_stale(client, people, upload, vectors):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    document = upload(make_text(["Interrupted by a restart."]), "stuck.txt")
+    Document.objects.filter(pk=document.pk).update(status="processing", updated_at=timezone.now())
+    client.force_login(people["owner"])
+    row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
+    assert "processing" in row and "Retry" not in row  # fresh: somebody is working on it
+    Document.objects.filter(pk=document.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
+    row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
+    assert 'data-status="ready"' in row
+    assert vectors.count(document_id=str(document.id)) == 1
