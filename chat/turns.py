@@ -190,7 +190,12 @@ async def turn_start(*, session_id, user, user_message: Message, title: str = ""
         turn.message_id = draft.pk
         user_html = await database_sync_to_async(presenters.message_html)(user_message)
         title_html = (
-            format_html('<h1 id="chat-title" class="chat-title" title="{0}" hx-swap-oob="true">{0}</h1>', title)
+            format_html(
+                '<h1 id="chat-title" class="chat-title" title="{0}" hx-swap-oob="true">{0}</h1>'
+                '<span id="session-title-{1}" class="session-title" hx-swap-oob="true">{0}</span>',
+                title,
+                session_id,
+            )
             if title
             else ""
         )
