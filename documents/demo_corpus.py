@@ -118,7 +118,7 @@ def _pdf(title: str, pages: list[tuple[str, str]]) -> bytes:
     from fpdf import FPDF
 
     pdf = FPDF(format="A4")
-    pdf.set_creation_date(dt.datetime(2026, 1, 5, tzinfo=dt.timezone.utc))  # same bytes every run
+    pdf.set_creation_date(dt.datetime(2026, 1, 5, tzinfo=dt.UTC))  # same bytes every run
     pdf.set_title(title)
     pdf.set_author(COMPANY)
     for heading, text in pages:
@@ -155,7 +155,7 @@ def _html(title: str, sections: list[tuple[str, list[str]]]) -> bytes:
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title></head>"
         f"<body><nav><a href='/'>Intranet</a></nav><main><h1>{html.escape(title)}</h1>{body}</main>"
         "<footer>Finance team</footer></body></html>"
-    ).encode("utf-8")
+    ).encode()
 
 
 def demo_files() -> list[DemoFile]:

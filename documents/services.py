@@ -30,7 +30,12 @@ from ragchat.services.errors import (
     EmptyDocumentError,
     VectorStoreError,
 )
-from ragchat.services.parsing import DEFAULT_MAX_UNPACKED_BYTES, detect_kind, parse_document, safe_filename
+from ragchat.services.parsing import (
+    DEFAULT_MAX_UNPACKED_BYTES,
+    detect_kind,
+    parse_document,
+    safe_filename,
+)
 from ragchat.services.types import ChunkRecord
 
 logger = logging.getLogger(__name__)

@@ -24,19 +24,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from documents.demo_corpus import _docx, _html, _pdf  # noqa: E402  (no Django needed)
-from ragchat.services.chunking import chunk_document  # noqa: E402
-from ragchat.services.config import RAGSettings  # noqa: E402
-from ragchat.services.embeddings import build_embedder  # noqa: E402
-from ragchat.services.parsing import parse_document  # noqa: E402
-from ragchat.services.types import ChunkRecord  # noqa: E402
-from ragchat.services.vector_service import VectorService  # noqa: E402
+from documents.demo_corpus import _docx, _html, _pdf
+from ragchat.services.chunking import chunk_document
+from ragchat.services.config import RAGSettings
+from ragchat.services.embeddings import build_embedder
+from ragchat.services.parsing import parse_document
+from ragchat.services.types import ChunkRecord
+from ragchat.services.vector_service import VectorService
 
-WORDS = (
-    "policy employee travel expense approval budget invoice laptop security password holiday leave manager "
-    "report quarterly contract supplier payment review training device network access customer order workshop "
-    "process request team office schedule deadline project"
-).split()
+WORDS = ["policy", "employee", "travel", "expense", "approval", "budget", "invoice", "laptop", "security", "password", "holiday", "leave", "manager", "report", "quarterly", "contract", "supplier", "payment", "review", "training", "device", "network", "access", "customer", "order", "workshop", "process", "request", "team", "office", "schedule", "deadline", "project"]
 
 
 def _paragraph(rng: random.Random, sentences: int) -> str:

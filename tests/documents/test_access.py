@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 
-from documents import selectors, services
+from documents import selectors
 from tests.docgen import make_text
 
 pytestmark = pytest.mark.django_db

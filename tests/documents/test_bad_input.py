@@ -7,7 +7,6 @@ from documents import services
 from documents.models import Document
 from tests.docgen import (
     make_corrupt_pdf,
-    make_docx,
     make_exe,
     make_html,
     make_pdf,
@@ -107,7 +106,7 @@ def test_html_with_script_is_never_rendered_raw(upload, client, people, vectors)
     document = upload(data, "<script>alert(2)</script>.html")
     assert document.status == "ready"
     client.force_login(people["owner"])
-    for url in (f"/documents/", f"/documents/{document.id}/", f"/documents/{document.id}/row"):
+    for url in ("/documents/", f"/documents/{document.id}/", f"/documents/{document.id}/row"):
         body = client.get(url).content.decode()
         assert "<script>alert(2)" not in body and "<img src=x" not in body and "<script>window" not in body
         assert "&lt;img src=x onerror=alert(1)&gt;" in body or "&lt;script&gt;" in body

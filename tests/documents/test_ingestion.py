@@ -5,7 +5,14 @@ import pytest
 
 from documents import services
 from documents.models import Document
-from tests.docgen import lorem_sentences, make_docx, make_html, make_markdown, make_pdf, make_text
+from tests.docgen import (
+    lorem_sentences,
+    make_docx,
+    make_html,
+    make_markdown,
+    make_pdf,
+    make_text,
+)
 
 pytestmark = pytest.mark.django_db
 

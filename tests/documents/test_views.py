@@ -22,7 +22,7 @@ def _files(*items):
 def test_upload_several_files_with_tags(client, people, tags, vectors, rag_runtime):
     client.force_login(people["owner"])
     page = client.get("/documents/").content.decode()
-    assert 'name="files"' in page and "Finance" in page and 'value="%d"' % tags["hr"].pk not in page
+    assert 'name="files"' in page and "Finance" in page and f'value="{tags["hr"].pk}"' not in page
     existing = make_text(["Already here."])
     client.post("/documents/upload", {"files": _files(("first.txt", existing)), "tags": [tags["finance"].pk]}, **HTMX)
     response = client.post(

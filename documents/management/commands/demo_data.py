@@ -14,7 +14,10 @@ from django.db import transaction
 
 from documents import services
 from documents.demo_corpus import demo_files
-from documents.management.commands._indexing import close_vector_store, open_vector_store
+from documents.management.commands._indexing import (
+    close_vector_store,
+    open_vector_store,
+)
 from documents.models import Document
 
 TENANT = "default"

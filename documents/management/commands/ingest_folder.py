@@ -14,7 +14,10 @@ from django.core.management.base import BaseCommand, CommandError
 from tqdm import tqdm
 
 from documents import services
-from documents.management.commands._indexing import close_vector_store, open_vector_store
+from documents.management.commands._indexing import (
+    close_vector_store,
+    open_vector_store,
+)
 from documents.models import Tag
 
 
