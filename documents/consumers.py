@@ -38,7 +38,10 @@ class DocumentProgressConsumer(AsyncJsonWebsocketConsumer):
         from documents.selectors import document_for_user
         from documents.views import render_row
 
-        self.user.refresh_from_db(fields=["is_active", "is_superuser", "tenant_id"])
+        try:
+            self.user.refresh_from_db(fields=["is_active", "is_superuser", "tenant_id"])
+        except type(self.user).DoesNotExist:
+            return None  # the account was deleted while the page was open
         try:
             document = document_for_user(user=self.user, document_id=document_id)
         except Http404:
