@@ -13,6 +13,11 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from documents.recovery import recover_on_first_call  # noqa: E402
 from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
 
+if os.environ.get("RAGCHAT_WARMUP", "1") == "1":
+    from ragchat import runtime  # noqa: E402
+
+    runtime.warm_up_in_background()
+
 # recover_on_first_call: ingestion interrupted by a restart ends failed-and-retryable, never half
 # indexed (documents/recovery.py).
 application = recover_on_first_call(

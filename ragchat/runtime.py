@@ -87,3 +87,23 @@ def reset() -> None:
     service = parts.get("vector_service")
     if service is not None and hasattr(service, "close_sync"):
         service.close_sync()
+
+
+def warm_up_in_background() -> threading.Thread:
+    """Load the embedding model and open the vector store off the request path, so the first
+    question after start-up does not wait seconds for torch and the model to load."""
+
+    def warm() -> None:
+        import logging
+
+        log = logging.getLogger("ragchat.runtime")
+        try:
+            asyncio.run(embedder().embed_query("warm-up"))
+            asyncio.run(ready_vector_service())
+            log.info("warm-up done", extra={"event": "warm_up"})
+        except Exception as e:  # /health reports the failing part; warm-up only saves time
+            log.warning("warm-up failed: %s", e, extra={"event": "warm_up_failed"})
+
+    thread = threading.Thread(target=warm, name="ragchat-warm-up", daemon=True)
+    thread.start()
+    return thread

@@ -69,6 +69,6 @@ async def health(request):
         "database": database,
         "vector_store": vector_store,
         "embedder": embedder,
-        "ollama": {**ollama, "required": settings.RAGCHAT_REQUIRE_OLLAMA},
+        "ollama": {**ollama, "counts_for_status": settings.RAGCHAT_REQUIRE_OLLAMA},
     }
     return JsonResponse(body, status=200 if up else 503)

@@ -1,7 +1,11 @@
 """Project-wide fixtures. The fake Ollama server's fixtures live in tests/fakes/plugin.py."""
+import os
 from dataclasses import replace
 
 import pytest
+
+# The ASGI module warms the embedding model up at import; tests set their own parts up.
+os.environ.setdefault("RAGCHAT_WARMUP", "0")
 
 pytest_plugins = ["tests.fakes.plugin"]
 
