@@ -128,6 +128,17 @@ class LiveServer:
             self._log = None
 
 
+def seeded_server(tmp_path_factory, ollama_server, *, name: str, setup: str = "",
+                  extra_env: dict[str, str] | None = None) -> LiveServer:
+    """A server of its own for one test module: migrated, seeded by `setup` (run with
+    `manage.py shell` BEFORE the server opens the embedded Qdrant, so it may index), started."""
+    server = LiveServer(data_dir=tmp_path_factory.mktemp(name), ollama_url=ollama_server.url, extra_env=extra_env)
+    if setup:
+        server.manage("migrate", "-v0")
+        server.shell(setup)
+    return server.start()
+
+
 @pytest.fixture(scope="session")
 def daphne_server(tmp_path_factory, ollama_server):
     server = LiveServer(data_dir=tmp_path_factory.mktemp("live-server"), ollama_url=ollama_server.url).start()

@@ -5,21 +5,16 @@ Screenshots (desktop and phone widths) go to test-artifacts/.
 """
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.browser.conftest import seeded_server
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
-CHROMIUM = "/usr/bin/chromium"
 PASSWORD = "browser-pass-123"
 
 SETUP = r"""
@@ -51,68 +46,16 @@ runtime.reset()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def chat_server(tmp_path_factory, ollama_server):
-    tmp = tmp_path_factory.mktemp("chat-browser")
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "ragchat.settings",
-        "DJANGO_DEBUG": "true",
-        "RAGCHAT_DATA_DIR": str(tmp),
-        "DATABASE_URL": f"sqlite:///{tmp / 'db.sqlite3'}",
-        "QDRANT_PATH": str(tmp / "qdrant"),
-        "EMBEDDING_BACKEND": "hashing",
-        "EMBEDDING_MODEL": "hashing-384",
-        "OLLAMA_BASE_URL": ollama_server.url,
-        "RAG_TIMEOUT_SECONDS": "5",
-        "RAG_MIN_SIMILARITY_SCORE": "0.05",  # the hashing embedder's similarities are low
-        "REDIS_URL": "",
-        "LOG_LEVEL": "WARNING",
-    }
-    python = sys.executable
-    subprocess.run([python, "manage.py", "migrate", "-v0"], cwd=ROOT, env=env, check=True)
-    subprocess.run([python, "manage.py", "shell", "-c", SETUP % {"pw": PASSWORD}], cwd=ROOT, env=env, check=True)
-    port = _free_port()
-    log = open(tmp / "daphne.log", "w")
-    proc = subprocess.Popen(
-        [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "ragchat.asgi:application"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(base + "/accounts/login/", timeout=2)
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((tmp / "daphne.log").read_text()) from None
-            time.sleep(0.3)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
+    server = seeded_server(tmp_path_factory, ollama_server, name="chat-browser", setup=SETUP % {"pw": PASSWORD})
+    yield server.url
+    server.stop()
 
 
 @pytest.fixture(scope="module")
-def browser():
-    from playwright.sync_api import sync_playwright
-
-    if not Path(CHROMIUM).exists():
-        pytest.skip("Debian's chromium is not installed")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield browser
-        browser.close()
+def browser(chromium):
+    return chromium
 
 
 def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False):
