@@ -11,7 +11,8 @@ server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with n
 - Concurrent streams: N sessions ask at once; the model emits a token every 2 x piece delay.
   Each token's added latency = the first frame showing it minus its scheduled emission (start of
   the answer in the fake's log + 2 (i - 1) delay). The schedule is the fake's intent: any lag of
-  the fake itself counts against us. Every frame's tokens must be exactly 1..k in order (else a
+  the fake itself counts against us; so the fake's own lag (its real end of answer against the
+  schedule) and the latency against its real, interpolated emission times are reported too. Every frame's tokens must be exactly 1..k in order (else a
   reorder), and the final message must hold every token (else they are lost).
 """
 from __future__ import annotations
@@ -20,6 +21,7 @@ import asyncio
 import json
 import os
 import re
+import secrets
 import shutil
 import socket
 import statistics
@@ -98,7 +100,10 @@ class ScratchServer:
             EMBEDDING_BACKEND=self.embedder,
             EMBEDDING_MODEL=EMBEDDERS[self.embedder],
             LOG_LEVEL="ERROR",
-            DJANGO_DEBUG="true",
+            # Production-like: DEBUG off (no query logging); plain ws/http on 127.0.0.1.
+            DJANGO_DEBUG="false",
+            DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
+            DJANGO_SECURE_SSL_REDIRECT="false",
             DJANGO_SETTINGS_MODULE="ragchat.settings",
             PYTHONPATH=str(REPO),
         )
@@ -145,13 +150,18 @@ class ScratchServer:
         self.fake.stdin.flush()
         self.fake.stdout.readline()
 
-    def reply_starts(self) -> dict[int, float]:
-        out: dict[int, float] = {}
+    def reply_times(self) -> tuple[dict[int, float], dict[int, float]]:
+        """When the fake started each answer, and when it wrote the answer's last line."""
+        starts: dict[int, float] = {}
+        ends: dict[int, float] = {}
         if self.fake_log.exists():
             for line in self.fake_log.read_text().splitlines():
-                qid, at = line.split()
-                out.setdefault(int(qid), float(at))
-        return out
+                parts = line.split()
+                if parts[0] == "end":
+                    ends.setdefault(int(parts[1]), float(parts[2]))
+                else:
+                    starts.setdefault(int(parts[0]), float(parts[1]))
+        return starts, ends
 
     def stop(self) -> None:
         if self.server is not None:
@@ -245,17 +255,24 @@ async def measure_concurrent(
     start.set()
     results: list[StreamResult] = await asyncio.gather(*tasks)
     wall = time.time() - started
-    reply_starts = server.reply_starts()
-    added: list[float] = []
+    starts, ends = server.reply_times()
+    added: list[float] = []  # against the fake's schedule
+    added_actual: list[float] = []  # against when the fake really sent it (interpolated)
+    fake_lag: list[float] = []
     ttft: list[float] = []
     for r in results:
-        begin = reply_starts.get(r.qid)
+        begin, end = starts.get(r.qid), ends.get(r.qid)
         if r.first_token_at:
             ttft.append((r.first_token_at - r.sent_at) * 1000)
         if begin is None:
             continue
+        planned = 2 * (tokens - 1) * piece_delay
+        actual = (end - begin) if end is not None else planned
+        fake_lag.append(max(0.0, actual - planned) * 1000)
         for n, at in r.arrivals.items():
             added.append((at - (begin + 2 * (n - 1) * piece_delay)) * 1000)
+            share = (n - 1) / (tokens - 1) if tokens > 1 else 0.0
+            added_actual.append((at - (begin + share * actual)) * 1000)
     return {
         "streams": streams,
         "tokens_per_stream": tokens,
@@ -267,6 +284,8 @@ async def measure_concurrent(
         "frames": sum(r.frames for r in results),
         "added_latency_p50_ms": round(statistics.median(added), 1) if added else None,
         "added_latency_p95_ms": round(pct(added, 0.95), 1) if added else None,
+        "added_latency_vs_sent_p95_ms": round(pct(added_actual, 0.95), 1) if added_actual else None,
+        "fake_lag_p95_ms": round(pct(fake_lag, 0.95), 1) if fake_lag else None,
         "ttft_p95_ms": round(pct(ttft, 0.95), 1) if ttft else None,
         "wall_s": round(wall, 2),
     }

@@ -9,7 +9,8 @@ Every answer is deterministic and numbered: a question containing `q<id> t<count
 `tok0001x tok0002x ... tok<count>x`, so a client can check that no token is lost or reordered.
 When the answer starts, `<id> <unix time>` is appended to the log: with the piece delay, that
 gives each token's scheduled emission time (token i leaves at start + 2 (i - 1) delay: the words
-and the spaces between them are separate pieces).
+and the spaces between them are separate pieces). When its last line is written, `end <id> <unix
+time>`: how far the fake itself fell behind its schedule under load.
 """
 from __future__ import annotations
 
@@ -32,8 +33,24 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
     args = parser.parse_args()
+    from tests.fakes import ollama_server
+
     log = open(args.log, "a", buffering=1, encoding="utf-8")
     lock = threading.Lock()
+    current = threading.local()  # the question being answered by this handler thread
+
+    end_stream = ollama_server._Handler._end_stream
+
+    def logged_end_stream(handler) -> None:
+        end_stream(handler)
+        qid = getattr(current, "qid", None)
+        if qid is not None:
+            with lock:
+                log.write(f"end {qid} {time.time():.6f}\n")
+            current.qid = None
+
+    # Only in this benchmark process: the test fake learns to report when each answer ended.
+    ollama_server._Handler._end_stream = logged_end_stream
 
     def reply(messages):
         users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
@@ -42,6 +59,7 @@ def main() -> None:
             return "No numbered question found."
         with lock:
             log.write(f"{match.group(1)} {time.time():.6f}\n")
+        current.qid = match.group(1)
         return numbered_tokens(int(match.group(2)))
 
     fake = FakeOllama().start()

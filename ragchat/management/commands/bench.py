@@ -27,19 +27,27 @@ class Command(BaseCommand):
         parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
         parser.add_argument("--json", dest="json_out", help="also write the report here")
         parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
+        parser.add_argument("--token-interval-ms", type=float, default=20.0,
+                            help="the fake model's time between tokens in the concurrency runs (20 = 50 tokens/s)")
         parser.add_argument("--chat-embedder", choices=["local", "hashing"], default=None,
                             help="embedder of the websocket server (default: local; hashing with --quick)")
 
-    def handle(self, *args, quick, json_out, skip, chat_embedder, **options):
-        logging.getLogger("ragchat").setLevel(logging.ERROR)
-        report = asyncio.run(self.run(quick=quick, skip=set(skip), chat_embedder=chat_embedder))
+    def handle(self, *args, quick, json_out, skip, chat_embedder, token_interval_ms, **options):
+        quiet = logging.getLogger("ragchat")
+        previous_level = quiet.level  # restored: call_command (tests) must not silence the process
+        quiet.setLevel(logging.ERROR)
+        try:
+            report = asyncio.run(self.run(quick=quick, skip=set(skip), chat_embedder=chat_embedder,
+                                      token_interval_ms=token_interval_ms))
+        finally:
+            quiet.setLevel(previous_level)
         report["bench_process_peak_rss_mb"] = round(peak_rss_mb(), 1)
         self.stdout.write(format_table(report))
         if json_out:
             Path(json_out).write_text(json.dumps(report, indent=2))
         self.stdout.write(json.dumps(report))
 
-    async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None) -> dict:
+    async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None, token_interval_ms: float = 20.0) -> dict:
         from ragchat.bench.chat_load import chat_bench
         from ragchat.bench.ingest import ingest_bench
         from ragchat.bench.search import search_bench
@@ -71,7 +79,7 @@ class Command(BaseCommand):
                 ttft_samples=10 if quick else 40,
                 concurrency=[10, 50] if quick else [50, 200],
                 tokens=20 if quick else 50,
-                piece_delay=0.01,  # a token every 20 ms: 50 tokens/s, a fast local model
+                piece_delay=token_interval_ms / 2000,  # a token is a word piece and a space piece
                 embedder=chat_embedder or ("hashing" if quick else "local"),
                 say=say,
             )
@@ -97,7 +105,8 @@ def format_table(report: dict) -> str:
             lines.append(
                 f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token):"
                 f" completed {c['completed']}, lost {c['lost_tokens']}, reordered {c['reordered_frames']},"
-                f" added latency p50 {c['added_latency_p50_ms']} ms p95 {c['added_latency_p95_ms']} ms,"
+                f" added latency p50 {c['added_latency_p50_ms']} ms p95 {c['added_latency_p95_ms']} ms"
+                f" (vs sent p95 {c['added_latency_vs_sent_p95_ms']} ms; fake lag p95 {c['fake_lag_p95_ms']} ms),"
                 f" ttft p95 {c['ttft_p95_ms']} ms, wall {c['wall_s']} s"
             )
         lines.append(f"memory   server peak RSS {chat['server_peak_rss_mb']} MB")
