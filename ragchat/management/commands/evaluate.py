@@ -32,7 +32,9 @@ class Command(BaseCommand):
     def handle(self, *args, folder, questions, mode, embedder, json_out, limit, no_citations, **options):
         # Per-request INFO logs of the pipeline would drown the table; the forged citations the
         # check injects are logged as warnings by design.
-        logging.getLogger("ragchat").setLevel(logging.ERROR)
+        quiet = logging.getLogger("ragchat")
+        previous_level = quiet.level  # restored: call_command (tests) must not silence the process
+        quiet.setLevel(logging.ERROR)
         temp = None
         if not folder:
             temp = tempfile.mkdtemp(prefix="ragchat-eval-corpus-")
@@ -55,6 +57,7 @@ class Command(BaseCommand):
                 progress=lambda m: self.stderr.write(m),
             )
         finally:
+            quiet.setLevel(previous_level)
             if temp:
                 shutil.rmtree(temp, ignore_errors=True)
         self.stdout.write(runner.format_table(report))
