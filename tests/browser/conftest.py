@@ -151,7 +151,9 @@ def live_server_url(daphne_server) -> str:
     return daphne_server.url
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API runs an event loop in the main thread while it
+# is open, and every later async test or async_to_sync call in the same pytest run would fail.
+@pytest.fixture(scope="module")
 def chromium():
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (make chromium)")
