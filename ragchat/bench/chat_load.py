@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from ragchat.evaluation.runner import EMBEDDERS
 
 TOKEN_RE = re.compile(r"tok(\d{4})x")
 FINAL_RE = re.compile(r'data-role="assistant" data-status="(complete|interrupted|failed)"')
+ERROR_RE = re.compile(r'class="msg-error"[^>]*>(.*?)</p>', re.S)
+TAG_RE = re.compile(r"<[^>]+>")
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -63,7 +66,8 @@ class StreamResult:
     status: str = ""
     reordered_frames: int = 0
     frames: int = 0
-    error: str = ""
+    error: str = ""  # the client's own failure (connection, timeout)
+    answer_error: str = ""  # the error sentence the app showed with a failed/interrupted answer
 
     @property
     def lost(self) -> int:
@@ -216,6 +220,9 @@ class ScratchServer:
                         if final:
                             result.status = final.group(1)
                             result.final_tokens = numbers
+                            shown = ERROR_RE.search(text)
+                            if shown:
+                                result.answer_error = " ".join(TAG_RE.sub(" ", shown.group(1)).split())
                             break
         except Exception as e:  # reported per stream; a failed stream counts its tokens as lost
             result.error = f"{type(e).__name__}: {e}"
@@ -278,8 +285,13 @@ async def measure_concurrent(
         "tokens_per_stream": tokens,
         "token_interval_ms": round(2 * piece_delay * 1000, 1),
         "completed": sum(1 for r in results if r.status == "complete"),
+        "statuses": dict(Counter(r.status or "no final message" for r in results)),
         "errors": sorted({r.error for r in results if r.error})[:3],
+        "answer_errors": dict(Counter(r.answer_error for r in results if r.answer_error)),
+        # Every token of every stream; then only those of answers the app completed (a failed
+        # answer shows its error instead of the tokens it never received).
         "lost_tokens": sum(r.lost for r in results),
+        "lost_tokens_in_completed": sum(r.lost for r in results if r.status == "complete"),
         "reordered_frames": sum(r.reordered_frames for r in results),
         "frames": sum(r.frames for r in results),
         "added_latency_p50_ms": round(statistics.median(added), 1) if added else None,

@@ -104,11 +104,14 @@ def format_table(report: dict) -> str:
         for c in chat["concurrent"]:
             lines.append(
                 f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token):"
-                f" completed {c['completed']}, lost {c['lost_tokens']}, reordered {c['reordered_frames']},"
+                f" completed {c['completed']}, lost {c['lost_tokens']} (in completed answers"
+                f" {c['lost_tokens_in_completed']}), reordered {c['reordered_frames']},"
                 f" added latency p50 {c['added_latency_p50_ms']} ms p95 {c['added_latency_p95_ms']} ms"
                 f" (vs sent p95 {c['added_latency_vs_sent_p95_ms']} ms; fake lag p95 {c['fake_lag_p95_ms']} ms),"
                 f" ttft p95 {c['ttft_p95_ms']} ms, wall {c['wall_s']} s"
             )
+            if c["answer_errors"]:
+                lines.append(f"         answers the app failed: {c['statuses']} {c['answer_errors']}")
         lines.append(f"memory   server peak RSS {chat['server_peak_rss_mb']} MB")
     lines.append(f"memory   bench process peak RSS {report.get('bench_process_peak_rss_mb')} MB")
     return "\n".join(lines)
