@@ -12,8 +12,9 @@ application in ragchat/asgi.py): daphne has no lifespan events, and the event lo
 the vector store only exists once serving starts. Only documents last touched before the process
 started are considered, so nothing a running ingestion touches is ever taken from it.
 
-With the "tasks" backend (separate `db_worker` processes) a web server's start says nothing about
-the workers, so this does nothing there; `manage.py recover_ingestion` is the operator's tool.
+With the "tasks" backend (separate `db_worker` processes), or a Qdrant server (several processes may
+ingest), a web server's start says nothing about the others, so this does nothing there;
+`manage.py recover_ingestion --older-than-minutes N` is the operator's tool.
 """
 from __future__ import annotations
 
@@ -96,7 +97,10 @@ def recover_on_first_call(application):
 
 
 async def _recover(started_at: datetime) -> None:
-    if settings.RAGCHAT_INGEST_BACKEND != "inprocess" or not getattr(settings, "RAGCHAT_RECOVER_ON_START", True):
+    # Only where this process is surely the one ingester: in-process ingestion on the embedded store
+    # (which one process alone can open). With QDRANT_URL other processes may be ingesting.
+    single_ingester = settings.RAGCHAT_INGEST_BACKEND == "inprocess" and not settings.RAG.qdrant_url
+    if not single_ingester or not getattr(settings, "RAGCHAT_RECOVER_ON_START", True):
         return
     try:
         result = await documents_recover_interrupted(started_before=started_at)
