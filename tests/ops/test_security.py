@@ -293,3 +293,16 @@ def _pages(member, owner, session, document, routed) -> dict[str, str]:
         assert response.status_code == 200, (url, response.status_code)
         pages[url] = response.content.decode()
     return pages
+
+
+@pytest.mark.django_db
+def test_an_uploaded_html_original_is_never_rendered_by_the_browser(people, upload):
+    page = f"<html><head><title>Policy</title></head><body><p>Policy text.</p>{SCRIPT}</body></html>".encode()
+    document = upload(page, "policy.html")
+    client = Client()
+    client.force_login(people["owner"])
+    response = client.get(f"/documents/{document.id}/file")
+    assert response.status_code == 200
+    assert response["Content-Disposition"].startswith("attachment")
+    assert not response["Content-Type"].startswith("text/html")
+    assert "sandbox" in response["Content-Security-Policy"] and response["X-Content-Type-Options"] == "nosniff"
