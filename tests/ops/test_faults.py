@@ -83,6 +83,7 @@ async def test_one_ollama_500_is_retried_transparently(chat_session, corpus, fak
 # ------------------------------------------------------------------------------ vector store, chat
 
 
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version")  # qdrant-client, dead server
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("drain_turns")
 async def test_vector_server_unreachable_during_a_question(chat_session, rag_runtime, settings, fake_ollama):
@@ -134,6 +135,7 @@ def _count(**kwargs) -> int:
     return async_to_sync(run)()
 
 
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version")  # qdrant-client, dead server
 @pytest.mark.django_db
 def test_vector_server_unreachable_during_ingestion(people, tags, rag_runtime, settings):
     settings.RAG = replace(rag_runtime, qdrant_url=f"http://127.0.0.1:{dead_port()}", rag_retry_attempts=1)
