@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import nh3
@@ -88,23 +88,38 @@ class RenderedAnswer:
 
 def number_sources(text: str, known: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
     """Replace markers with placeholders numbered by first use; drop unknown and malformed ones."""
-    by_id = {c["source_id"]: c for c in known}
-    numbers: dict[str, int] = {}
-    sources: list[dict[str, Any]] = []
+    numbering = _Numbering(by_id={c["source_id"]: c for c in known})
+    return numbering.apply(text), numbering.sources
 
-    def replace(match: re.Match[str]) -> str:
-        well_formed = _SOURCEID_RE.fullmatch(match.group(0).lstrip())
-        source_id = well_formed.group(1) if well_formed else None
-        if source_id is None or source_id not in by_id:
-            return ""
-        if source_id not in numbers:
-            numbers[source_id] = len(numbers) + 1
-            sources.append({**by_id[source_id], "n": numbers[source_id], "url": document_url(by_id[source_id]["document_id"])})
-        return f"\ue000{numbers[source_id]}\ue001"
 
-    # Leading spaces go with the marker: "text [1]." reads "text[1]."; a dropped one leaves no gap.
-    text = _ANY_MARKER_RE.sub(replace, text)
-    return _REPEAT_RE.sub(r"\1", text), sources
+@dataclass
+class _Numbering:
+    """Citation numbers by first use, and how often each number was shown so far (card ids): kept
+    across the pieces of a draft rendered one after another, so they number as the whole would."""
+
+    by_id: dict[str, dict[str, Any]]
+    numbers: dict[str, int] = field(default_factory=dict)
+    sources: list[dict[str, Any]] = field(default_factory=list)
+    seen: dict[int, int] = field(default_factory=dict)
+
+    def copy(self) -> _Numbering:
+        return _Numbering(self.by_id, dict(self.numbers), list(self.sources), dict(self.seen))
+
+    def apply(self, text: str) -> str:
+        def replace(match: re.Match[str]) -> str:
+            well_formed = _SOURCEID_RE.fullmatch(match.group(0).lstrip())
+            source_id = well_formed.group(1) if well_formed else None
+            if source_id is None or source_id not in self.by_id:
+                return ""
+            if source_id not in self.numbers:
+                self.numbers[source_id] = len(self.numbers) + 1
+                found = self.by_id[source_id]
+                self.sources.append({**found, "n": self.numbers[source_id], "url": document_url(found["document_id"])})
+            return f"\ue000{self.numbers[source_id]}\ue001"
+
+        # Leading spaces go with the marker: "text [1]." reads "text[1]."; a dropped one leaves no gap.
+        text = _ANY_MARKER_RE.sub(replace, text)
+        return _REPEAT_RE.sub(r"\1", text)
 
 
 def _percent(score: Any) -> str:
@@ -170,17 +185,67 @@ def _verified_html(source: dict[str, Any]) -> str:
 
 def render_answer(text: str, *, known: Sequence[dict[str, Any]], prefix: str, streaming: bool = False) -> RenderedAnswer:
     """The answer as safe HTML with numbered markers; `known` are the sources markers may point to."""
+    numbering = _Numbering(by_id={c["source_id"]: c for c in known})
+    html = _render_piece(text, numbering, prefix=prefix, streaming=streaming)
+    return RenderedAnswer(html=html, sources=numbering.sources)
+
+
+def _render_piece(text: str, numbering: _Numbering, *, prefix: str, streaming: bool) -> str:
     if streaming:
         text = _PARTIAL_MARKER_RE.sub("", text)
-    text, sources = number_sources(text, known)
-    html = markdown_to_html(text)
-    by_n = {s["n"]: s for s in sources}
-    seen: dict[int, int] = {}
+    html = markdown_to_html(numbering.apply(text))
+    by_n = {s["n"]: s for s in numbering.sources}
 
     def marker(match: re.Match[str]) -> str:
         n = int(match.group(1))
-        seen[n] = seen.get(n, 0) + 1
-        return _marker_html(by_n[n], prefix=prefix, occurrence=seen[n])
+        numbering.seen[n] = numbering.seen.get(n, 0) + 1
+        return _marker_html(by_n[n], prefix=prefix, occurrence=numbering.seen[n])
 
-    html = _PLACEHOLDER_RE.sub(marker, html)
-    return RenderedAnswer(html=html, sources=sources)
+    return _PLACEHOLDER_RE.sub(marker, html)
+
+
+# A draft grows at its end; what lies before its last blank line is settled, unless the next block
+# could still change how it reads: an indented or list-item line (a list going on, or turning loose),
+# a "[" (a link definition, or a citation marker that would fold into the one before it), or an open
+# code fence. Those cases wait for a later blank line.
+_FENCE_RE = re.compile(r"^ {0,3}(?:```|~~~)", re.MULTILINE)
+_UNSAFE_BLOCK_START_RE = re.compile(r"[ \t\n]|[-*+>#|\[]|\d{1,9}[.)]|=|\Z")
+
+
+def settled_length(text: str, start: int = 0) -> int:
+    """Where the settled part of a streaming draft ends (a block boundary at or after `start`), or
+    `start` if no later boundary is safe: rendering text[:n] and text[n:] apart gives the whole's HTML."""
+    at = text.rfind("\n\n", start)
+    while at >= start and at != -1:
+        cut = at + 2
+        if not _UNSAFE_BLOCK_START_RE.match(text, cut) and len(_FENCE_RE.findall(text, 0, cut)) % 2 == 0:
+            return cut
+        at = text.rfind("\n\n", start, at)
+    return start
+
+
+@dataclass
+class DraftRenderer:
+    """Renders a streaming draft as render_answer(streaming=True) would, in time proportional to what
+    is new: the settled blocks are rendered once and kept, only the open tail is rendered per frame."""
+
+    prefix: str
+    known: Sequence[dict[str, Any]] = ()
+    settled_text: str = ""
+    settled_html: str = ""
+    numbering: _Numbering | None = None
+
+    def render(self, text: str, *, known: Sequence[dict[str, Any]]) -> str:
+        if self.numbering is None or known is not self.known or not text.startswith(self.settled_text):
+            self.known = known
+            self.numbering = _Numbering(by_id={c["source_id"]: c for c in known})
+            self.settled_text = self.settled_html = ""
+        cut = settled_length(text, len(self.settled_text))
+        if cut > len(self.settled_text):
+            piece = text[len(self.settled_text) : cut]
+            self.settled_html += _render_piece(piece, self.numbering, prefix=self.prefix, streaming=False)
+            self.settled_text = text[:cut]
+        tail = text[len(self.settled_text) :]
+        if not tail:
+            return self.settled_html
+        return self.settled_html + _render_piece(tail, self.numbering.copy(), prefix=self.prefix, streaming=True)

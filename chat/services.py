@@ -63,6 +63,16 @@ def message_save_partial(*, message_id: int, content: str) -> None:
     )
 
 
+def message_save_partials(*, contents: dict[int, str]) -> None:
+    """Many streaming drafts' partial texts in one transaction (the chat's periodic batch)."""
+    now = timezone.now()
+    with transaction.atomic():
+        for message_id, content in contents.items():
+            Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
+                content=content, updated_at=now
+            )
+
+
 def message_finish(*, message: Message, fields: dict) -> Message:
     """Store the end of a turn (complete, interrupted or failed) in one write."""
     for name, value in fields.items():

@@ -94,9 +94,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")} if env.bool(
         "RAGCHAT_TEST_SQLITE_FILE", default=False
     ) else {}
-else:
-    DATABASES["default"].setdefault("CONN_MAX_AGE", 60)
-    DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
+# Persistent connections on both engines (checked before reuse): a new SQLite connection runs the
+# PRAGMAs above, a new PostgreSQL one a handshake; per query that is most of a chat turn's DB time.
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))
+DATABASES["default"].setdefault("CONN_HEALTH_CHECKS", True)
 
 AUTH_USER_MODEL = "ragchat.User"
 AUTH_PASSWORD_VALIDATORS = [

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragchat.bench.common import pct, process_peak_rss_mb
+from ragchat.bench.common import pct, process_cpu_seconds, process_peak_rss_mb, process_rss_mb
 from ragchat.bench.server_setup import QUESTION_TOPIC
 from ragchat.evaluation.runner import EMBEDDERS
 
@@ -154,6 +154,12 @@ class ScratchServer:
         self.fake.stdin.flush()
         self.fake.stdout.readline()
 
+    def set_style(self, *, markdown: bool) -> None:
+        assert self.fake is not None
+        self.fake.stdin.write(f"style {'markdown' if markdown else 'plain'}\n")
+        self.fake.stdin.flush()
+        self.fake.stdout.readline()
+
     def reply_times(self) -> tuple[dict[int, float], dict[int, float]]:
         """When the fake started each answer, and when it wrote the answer's last line."""
         starts: dict[int, float] = {}
@@ -247,9 +253,10 @@ async def measure_ttft(server: ScratchServer, *, samples: int, first_qid: int, t
 
 
 async def measure_concurrent(
-    server: ScratchServer, *, streams: int, first_qid: int, tokens: int, piece_delay: float
+    server: ScratchServer, *, streams: int, first_qid: int, tokens: int, piece_delay: float, markdown: bool = False
 ) -> dict[str, Any]:
     server.set_delay(piece_delay)
+    server.set_style(markdown=markdown)
     start = asyncio.Event()
     ready = asyncio.Semaphore(0)
     tasks = [
@@ -258,10 +265,14 @@ async def measure_concurrent(
     ]
     for _ in range(streams):  # every client connected before anyone asks
         await asyncio.wait_for(ready.acquire(), 180)
+    cpu_before = process_cpu_seconds(server.server.pid) if server.server else None
     started = time.time()
     start.set()
     results: list[StreamResult] = await asyncio.gather(*tasks)
     wall = time.time() - started
+    cpu_after = process_cpu_seconds(server.server.pid) if server.server else None
+    cpu = (cpu_after - cpu_before) if cpu_before is not None and cpu_after is not None else None
+    rss = process_rss_mb(server.server.pid) if server.server else None
     starts, ends = server.reply_times()
     added: list[float] = []  # against the fake's schedule
     added_actual: list[float] = []  # against when the fake really sent it (interpolated)
@@ -283,6 +294,7 @@ async def measure_concurrent(
     return {
         "streams": streams,
         "tokens_per_stream": tokens,
+        "answer": "markdown" if markdown else "plain",
         "token_interval_ms": round(2 * piece_delay * 1000, 1),
         "completed": sum(1 for r in results if r.status == "complete"),
         "statuses": dict(Counter(r.status or "no final message" for r in results)),
@@ -300,12 +312,16 @@ async def measure_concurrent(
         "fake_lag_p95_ms": round(pct(fake_lag, 0.95), 1) if fake_lag else None,
         "ttft_p95_ms": round(pct(ttft, 0.95), 1) if ttft else None,
         "wall_s": round(wall, 2),
+        # The server's CPU over the run (100% = one core: one process cannot use more than about that).
+        "server_cpu_s": round(cpu, 2) if cpu is not None else None,
+        "server_cpu_pct": round(100 * cpu / wall, 1) if cpu is not None and wall > 0 else None,
+        "server_rss_mb": round(rss, 1) if rss else None,
     }
 
 
 async def chat_bench(
     *, chunks: int, ttft_samples: int, concurrency: list[int], tokens: int, piece_delay: float,
-    embedder: str, say=print,
+    embedder: str, markdown: bool = False, say=print,
 ) -> dict[str, Any]:
     sessions = 3 + ttft_samples + sum(concurrency)
     server = ScratchServer(chunks=chunks, sessions=sessions, embedder=embedder, say=say)
@@ -319,7 +335,8 @@ async def chat_bench(
         for n in concurrency:
             say(f"{n} concurrent streams")
             out["concurrent"].append(
-                await measure_concurrent(server, streams=n, first_qid=qid, tokens=tokens, piece_delay=piece_delay)
+                await measure_concurrent(server, streams=n, first_qid=qid, tokens=tokens, piece_delay=piece_delay,
+                                         markdown=markdown)
             )
             qid += n
     finally:

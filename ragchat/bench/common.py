@@ -82,3 +82,25 @@ def process_peak_rss_mb(pid: int) -> float | None:
     except OSError:
         return None
     return None
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """Another process's user + system CPU time so far (from /proc/<pid>/stat), in seconds."""
+    import os
+
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def process_rss_mb(pid: int) -> float | None:
+    """Another process's current resident set size (VmRSS)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None

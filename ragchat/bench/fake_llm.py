@@ -3,7 +3,8 @@ benchmarks: it must not share a GIL with the clients that measure it.
 
     python -m ragchat.bench.fake_llm --log FILE
 prints `URL <base url>` on stdout, then serves until stdin closes. A stdin line `delay <seconds>`
-sets the delay between streamed pieces (0 = zero-latency model).
+sets the delay between streamed pieces (0 = zero-latency model); `style markdown` (or `style plain`)
+sets the shape of the answers.
 
 Every answer is deterministic and numbered: a question containing `q<id> t<count>` gets
 `tok0001x tok0002x ... tok<count>x`, so a client can check that no token is lost or reordered.
@@ -11,6 +12,10 @@ When the answer starts, `<id> <unix time>` is appended to the log: with the piec
 gives each token's scheduled emission time (token i leaves at start + 2 (i - 1) delay: the words
 and the spaces between them are separate pieces). When its last line is written, `end <id> <unix
 time>`: how far the fake itself fell behind its schedule under load.
+
+The markdown style is what a real answer costs to render: the same numbered tokens, every fifth in
+bold, a paragraph break after every eighth, which also cites one of the prompt's SourceIds (glued to
+the word, so each token stays one word piece plus one whitespace piece and the schedule holds).
 """
 from __future__ import annotations
 
@@ -23,8 +28,21 @@ import time
 QUESTION_RE = re.compile(r"\bq(\d+) t(\d+)\b")
 
 
-def numbered_tokens(count: int) -> str:
-    return " ".join(f"tok{i:04d}x" for i in range(1, count + 1))
+def numbered_tokens(count: int, *, markdown: bool = False, source_ids: tuple[str, ...] = ()) -> str:
+    if not markdown:
+        return " ".join(f"tok{i:04d}x" for i in range(1, count + 1))
+    out = []
+    for i in range(1, count + 1):
+        word = f"tok{i:04d}x"
+        if i % 5 == 0:
+            word = f"**{word}**"
+        if i % 8 == 0:
+            cite = f"[SourceId: {source_ids[(i // 8) % len(source_ids)]}]" if source_ids else ""
+            word = f"{word}{cite}.".replace(" ", "")
+        out.append(word)
+        if i < count:
+            out.append("\n\n" if i % 8 == 0 else " ")
+    return "".join(out)
 
 
 def main() -> None:
@@ -38,6 +56,7 @@ def main() -> None:
     log = open(args.log, "a", buffering=1, encoding="utf-8")
     lock = threading.Lock()
     current = threading.local()  # the question being answered by this handler thread
+    style = {"markdown": False}
 
     end_stream = ollama_server._Handler._end_stream
 
@@ -60,7 +79,9 @@ def main() -> None:
         with lock:
             log.write(f"{match.group(1)} {time.time():.6f}\n")
         current.qid = match.group(1)
-        return numbered_tokens(int(match.group(2)))
+        system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+        ids = tuple(dict.fromkeys(ollama_server.SOURCE_HEADER_RE.findall(system)))
+        return numbered_tokens(int(match.group(2)), markdown=style["markdown"], source_ids=ids)
 
     fake = FakeOllama().start()
     fake.reply_with(reply)
@@ -69,6 +90,9 @@ def main() -> None:
         parts = line.split()
         if len(parts) == 2 and parts[0] == "delay":
             fake.token_delay(float(parts[1]))
+            print("OK", flush=True)
+        elif len(parts) == 2 and parts[0] == "style":
+            style["markdown"] = parts[1] == "markdown"
             print("OK", flush=True)
     fake.stop()
 

@@ -29,16 +29,24 @@ class Command(BaseCommand):
         parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
         parser.add_argument("--token-interval-ms", type=float, default=20.0,
                             help="the fake model's time between tokens in the concurrency runs (20 = 50 tokens/s)")
+        parser.add_argument("--answer", choices=["markdown", "plain"], default="markdown",
+                            help="shape of the fake model's answers: markdown (bold, paragraphs, citations: what"
+                                 " a real answer costs to render) or plain numbered words")
+        parser.add_argument("--tokens", type=int, default=None, help="tokens per answer in the concurrency runs")
+        parser.add_argument("--streams", type=int, action="append", default=None,
+                            help="concurrent streams (repeatable; default 50 and 200, 10 and 50 with --quick)")
         parser.add_argument("--chat-embedder", choices=["local", "hashing"], default=None,
                             help="embedder of the websocket server (default: local; hashing with --quick)")
 
-    def handle(self, *args, quick, json_out, skip, chat_embedder, token_interval_ms, **options):
+    def handle(self, *args, quick, json_out, skip, chat_embedder, token_interval_ms, answer="markdown", tokens=None,
+               streams=None, **options):
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level  # restored: call_command (tests) must not silence the process
         quiet.setLevel(logging.ERROR)
         try:
             report = asyncio.run(self.run(quick=quick, skip=set(skip), chat_embedder=chat_embedder,
-                                      token_interval_ms=token_interval_ms))
+                                      token_interval_ms=token_interval_ms, answer=answer, tokens=tokens,
+                                      streams=streams))
         finally:
             quiet.setLevel(previous_level)
         report["bench_process_peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -47,7 +55,8 @@ class Command(BaseCommand):
             Path(json_out).write_text(json.dumps(report, indent=2))
         self.stdout.write(json.dumps(report))
 
-    async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None, token_interval_ms: float = 20.0) -> dict:
+    async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None, token_interval_ms: float = 20.0,
+                  answer: str = "markdown", tokens: int | None = None, streams: list[int] | None = None) -> dict:
         from ragchat.bench.chat_load import chat_bench
         from ragchat.bench.ingest import ingest_bench
         from ragchat.bench.search import search_bench
@@ -77,8 +86,9 @@ class Command(BaseCommand):
             report["chat"] = await chat_bench(
                 chunks=2_000 if quick else 10_000,
                 ttft_samples=10 if quick else 40,
-                concurrency=[10, 50] if quick else [50, 200],
-                tokens=20 if quick else 50,
+                concurrency=streams or ([10, 50] if quick else [50, 200]),
+                tokens=tokens or (20 if quick else 50),
+                markdown=answer == "markdown",
                 piece_delay=token_interval_ms / 2000,  # a token is a word piece and a space piece
                 embedder=chat_embedder or ("hashing" if quick else "local"),
                 say=say,
@@ -103,12 +113,14 @@ def format_table(report: dict) -> str:
                      f"  p95 {t['ttft_p95_ms']} ms  ({t['samples']} questions, zero-latency model, failed {t['failed']})")
         for c in chat["concurrent"]:
             lines.append(
-                f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token):"
+                f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token,"
+                f" {c.get('answer', 'plain')}):"
                 f" completed {c['completed']}, lost {c['lost_tokens']} (in completed answers"
                 f" {c['lost_tokens_in_completed']}), reordered {c['reordered_frames']},"
                 f" added latency p50 {c['added_latency_p50_ms']} ms p95 {c['added_latency_p95_ms']} ms"
                 f" (vs sent p95 {c['added_latency_vs_sent_p95_ms']} ms; fake lag p95 {c['fake_lag_p95_ms']} ms),"
-                f" ttft p95 {c['ttft_p95_ms']} ms, wall {c['wall_s']} s"
+                f" ttft p95 {c['ttft_p95_ms']} ms, wall {c['wall_s']} s,"
+                f" server CPU {c.get('server_cpu_pct')}% of a core, RSS {c.get('server_rss_mb')} MB"
             )
             if c["answer_errors"]:
                 lines.append(f"         answers the app failed: {c['statuses']} {c['answer_errors']}")
