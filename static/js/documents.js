@@ -5,6 +5,13 @@
   var rows = document.getElementById("document-rows");
   if (!rows) return;
   var state = document.getElementById("ws-state");
+  var count = document.getElementById("document-count");
+
+  function recount() {
+    if (!count) return;
+    var n = rows.querySelectorAll("tr").length;
+    count.textContent = n + " document" + (n === 1 ? "" : "s");
+  }
   var retry = 1000;
 
   function fragment(html) {
@@ -18,6 +25,7 @@
     var current = document.getElementById(message.id);
     if (!message.html) {
       if (current) current.remove();
+      recount();
       return;
     }
     var row = fragment(message.html);
@@ -27,6 +35,7 @@
     var empty = document.getElementById("no-documents");
     if (empty) empty.remove();
     if (window.htmx) window.htmx.process(row);
+    recount();
   }
 
   function connect() {
@@ -55,6 +64,7 @@
         if (window.htmx) window.htmx.process(copy);
       });
       template.remove();
+      recount();
       var empty = document.getElementById("no-documents");
       if (empty) empty.remove();
     });
