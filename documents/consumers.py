@@ -3,30 +3,16 @@ gets the row re-rendered for its own user (access re-checked per event), or a re
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
 from documents.models import Document
 from documents.services import progress_group
+from ragchat.consumers import UserGroupConsumer
 
 
-class DocumentProgressConsumer(AsyncJsonWebsocketConsumer):
-    async def connect(self):
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_active:
-            await self.close(code=4401)  # refused before accept(): the handshake fails
-            return
-        self.user = user
-        self.group = progress_group(user.tenant_id)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
-
-    async def disconnect(self, code):
-        if getattr(self, "group", None):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def receive_json(self, content, **kwargs):
-        pass  # the page only listens
+class DocumentProgressConsumer(UserGroupConsumer):
+    def group_for(self, user) -> str:
+        return progress_group(user.tenant_id)
 
     async def document_changed(self, event):
         message = await self._row(str(event.get("document_id", "")))

@@ -7,9 +7,9 @@ Frames out (JSON): {"op": "upsert", "id": row id, "html": row, "open": count} or
 from __future__ import annotations
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.http import Http404
 
+from ragchat.consumers import UserGroupConsumer
 from routing import selectors
 from routing.services import user_group_name
 
@@ -18,23 +18,9 @@ def row_id(question) -> str:
     return f"inbox-g{question.group_id}" if question.group_id else f"inbox-q{question.pk}"
 
 
-class InboxConsumer(AsyncJsonWebsocketConsumer):
-    async def connect(self):
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated or not user.is_active:
-            await self.close(code=4401)
-            return
-        self.user = user
-        self.group = user_group_name(user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
-
-    async def disconnect(self, code):
-        if getattr(self, "group", None):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-
-    async def receive_json(self, content, **kwargs):
-        pass  # the page only listens; nothing a client sends changes what it receives
+class InboxConsumer(UserGroupConsumer):
+    def group_for(self, user) -> str:
+        return user_group_name(user.pk)
 
     async def inbox_question(self, event):
         frame = await self._frame(event.get("question_id"))
