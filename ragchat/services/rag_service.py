@@ -242,12 +242,8 @@ class RAGService:
         }
         if not results:
             logger.info("no context: insufficient-context response", extra={"event": "rag_zero_context"})
-            yield ContextEvent(())
-            response = insufficient_context_response(
-                settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
-            )
-            yield TokenEvent(response.answer)
-            yield FinalEvent(response)
+            for event in self._insufficient_context_events(model=model, start=start, extra=extra):
+                yield event
             return
 
         # 3. Token budget: system prompt + question are fixed; history and chunks are cut to fit.
@@ -267,12 +263,8 @@ class RAGService:
         if not chunks:
             # Every chunk was over the budget: answering without context would be ungrounded.
             logger.warning("no chunk fits the token budget", extra={"event": "rag_budget_empty"})
-            yield ContextEvent(())
-            response = insufficient_context_response(
-                settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
-            )
-            yield TokenEvent(response.answer)
-            yield FinalEvent(response)
+            for event in self._insufficient_context_events(model=model, start=start, extra=extra):
+                yield event
             return
 
         # The passages the answer may cite (and the asker may see), also if generation fails.
@@ -363,6 +355,15 @@ class RAGService:
             },
         )
         yield FinalEvent(response)
+
+    def _insufficient_context_events(
+        self, *, model: str, start: float, extra: dict[str, Any]
+    ) -> tuple[StreamEvent, ...]:
+        """Spec v3 zero-context short-circuit as stream events: no passages, the fixed answer, done."""
+        response = insufficient_context_response(
+            settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
+        )
+        return ContextEvent(()), TokenEvent(response.answer), FinalEvent(response)
 
     async def _retrieve(
         self, request: RAGRequest, retrieval_query: str, timings: dict[str, float]
