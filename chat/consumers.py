@@ -143,6 +143,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
 
     # ---- channel-group events ----------------------------------------------------------------
+    async def dispatch(self, message: dict) -> None:
+        # channels runs close_old_connections() on the one sync thread before every handler; a
+        # streamed frame touches no database, and that hop (queued behind every DB call of the
+        # process) was most of a frame's cost with hundreds of streams.
+        if message.get("type") == "chat.fragment":
+            await self.chat_fragment(message)
+            return
+        await super().dispatch(message)
+
     async def chat_fragment(self, event: dict) -> None:
         """HTML rendered once by the turn, sent as is to every tab."""
         await self.send(text_data=event["html"])

@@ -120,7 +120,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # channels' in-memory layer, its O(channels) expiry sweep run once a second instead of per message.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.ThrottledInMemoryChannelLayer"}}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
