@@ -8,9 +8,11 @@ server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with n
   from sending {"question": ...} to the first frame holding the first answer token. With a model
   that answers instantly, all of that is the app (auth, DB writes, retrieval with the query
   embedding, prompt, streaming, rendering, websocket).
-- Concurrent streams: N sessions ask at once; the model emits a token every 2 x piece delay.
-  Each token's added latency = the first frame showing it minus its scheduled emission (start of
-  the answer in the fake's log + 2 (i - 1) delay). The schedule is the fake's intent: any lag of
+- Concurrent streams: N sessions ask at once; the model emits a token every token interval, one
+  streamed chunk per token as Ollama does (or, with split pieces, the word and the space after it
+  as two chunks: twice the client-side parsing per token). Each token's added latency = the first
+  frame showing it minus its scheduled emission (start of the answer in the fake's log + (i - 1)
+  interval). The schedule is the fake's intent: any lag of
   the fake itself counts against us; so the fake's own lag (its real end of answer against the
   schedule) and the latency against its real, interpolated emission times are reported too. Every frame's tokens must be exactly 1..k in order (else a
   reorder), and the final message must hold every token (else they are lost).
@@ -154,10 +156,12 @@ class ScratchServer:
         self.fake.stdin.flush()
         self.fake.stdout.readline()
 
-    def set_style(self, *, markdown: bool) -> None:
+    def set_style(self, *, markdown: bool, split_pieces: bool = False) -> None:
         assert self.fake is not None
         self.fake.stdin.write(f"style {'markdown' if markdown else 'plain'}\n")
+        self.fake.stdin.write(f"pieces {'split' if split_pieces else 'token'}\n")
         self.fake.stdin.flush()
+        self.fake.stdout.readline()
         self.fake.stdout.readline()
 
     def reply_times(self) -> tuple[dict[int, float], dict[int, float]]:
@@ -253,10 +257,11 @@ async def measure_ttft(server: ScratchServer, *, samples: int, first_qid: int, t
 
 
 async def measure_concurrent(
-    server: ScratchServer, *, streams: int, first_qid: int, tokens: int, piece_delay: float, markdown: bool = False
+    server: ScratchServer, *, streams: int, first_qid: int, tokens: int, token_interval: float,
+    markdown: bool = False, split_pieces: bool = False,
 ) -> dict[str, Any]:
-    server.set_delay(piece_delay)
-    server.set_style(markdown=markdown)
+    server.set_delay(token_interval / 2 if split_pieces else token_interval)
+    server.set_style(markdown=markdown, split_pieces=split_pieces)
     start = asyncio.Event()
     ready = asyncio.Semaphore(0)
     tasks = [
@@ -284,18 +289,19 @@ async def measure_concurrent(
             ttft.append((r.first_token_at - r.sent_at) * 1000)
         if begin is None:
             continue
-        planned = 2 * (tokens - 1) * piece_delay
+        planned = (tokens - 1) * token_interval
         actual = (end - begin) if end is not None else planned
         fake_lag.append(max(0.0, actual - planned) * 1000)
         for n, at in r.arrivals.items():
-            added.append((at - (begin + 2 * (n - 1) * piece_delay)) * 1000)
+            added.append((at - (begin + (n - 1) * token_interval)) * 1000)
             share = (n - 1) / (tokens - 1) if tokens > 1 else 0.0
             added_actual.append((at - (begin + share * actual)) * 1000)
     return {
         "streams": streams,
         "tokens_per_stream": tokens,
         "answer": "markdown" if markdown else "plain",
-        "token_interval_ms": round(2 * piece_delay * 1000, 1),
+        "token_interval_ms": round(token_interval * 1000, 1),
+        "chunks_per_token": 2 if split_pieces else 1,
         "completed": sum(1 for r in results if r.status == "complete"),
         "statuses": dict(Counter(r.status or "no final message" for r in results)),
         "errors": sorted({r.error for r in results if r.error})[:3],
@@ -320,8 +326,8 @@ async def measure_concurrent(
 
 
 async def chat_bench(
-    *, chunks: int, ttft_samples: int, concurrency: list[int], tokens: int, piece_delay: float,
-    embedder: str, markdown: bool = False, say=print,
+    *, chunks: int, ttft_samples: int, concurrency: list[int], tokens: int, token_interval: float,
+    embedder: str, markdown: bool = False, split_pieces: bool = False, say=print,
 ) -> dict[str, Any]:
     sessions = 3 + ttft_samples + sum(concurrency)
     server = ScratchServer(chunks=chunks, sessions=sessions, embedder=embedder, say=say)
@@ -335,8 +341,8 @@ async def chat_bench(
         for n in concurrency:
             say(f"{n} concurrent streams")
             out["concurrent"].append(
-                await measure_concurrent(server, streams=n, first_qid=qid, tokens=tokens, piece_delay=piece_delay,
-                                         markdown=markdown)
+                await measure_concurrent(server, streams=n, first_qid=qid, tokens=tokens, token_interval=token_interval,
+                                         markdown=markdown, split_pieces=split_pieces)
             )
             qid += n
     finally:

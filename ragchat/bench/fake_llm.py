@@ -4,18 +4,19 @@ benchmarks: it must not share a GIL with the clients that measure it.
     python -m ragchat.bench.fake_llm --log FILE
 prints `URL <base url>` on stdout, then serves until stdin closes. A stdin line `delay <seconds>`
 sets the delay between streamed pieces (0 = zero-latency model); `style markdown` (or `style plain`)
-sets the shape of the answers.
+sets the shape of the answers; `pieces token` streams one chunk per token, the word with the space
+after it, as Ollama does (the default), `pieces split` the test fake's word and space chunks.
 
 Every answer is deterministic and numbered: a question containing `q<id> t<count>` gets
 `tok0001x tok0002x ... tok<count>x`, so a client can check that no token is lost or reordered.
-When the answer starts, `<id> <unix time>` is appended to the log: with the piece delay, that
-gives each token's scheduled emission time (token i leaves at start + 2 (i - 1) delay: the words
-and the spaces between them are separate pieces). When its last line is written, `end <id> <unix
+When the answer starts, `<id> <unix time>` is appended to the log: with the delay, that gives each
+token's scheduled emission time (token i leaves at start + (i - 1) delay, or start + 2 (i - 1) delay
+with split pieces, the words and the spaces between them being separate chunks). When its last line is written, `end <id> <unix
 time>`: how far the fake itself fell behind its schedule under load.
 
 The markdown style is what a real answer costs to render: the same numbered tokens, every fifth in
 bold, a paragraph break after every eighth, which also cites one of the prompt's SourceIds (glued to
-the word, so each token stays one word piece plus one whitespace piece and the schedule holds).
+the word, so each token stays one chunk, or one word piece plus one whitespace piece when split).
 """
 from __future__ import annotations
 
@@ -26,6 +27,12 @@ import threading
 import time
 
 QUESTION_RE = re.compile(r"\bq(\d+) t(\d+)\b")
+TOKEN_PIECE_RE = re.compile(r"\S+\s*|\s+")
+
+
+def token_pieces(text: str) -> list[str]:
+    """One chunk per numbered token (the word and the whitespace after it)."""
+    return TOKEN_PIECE_RE.findall(text)
 
 
 def numbered_tokens(count: int, *, markdown: bool = False, source_ids: tuple[str, ...] = ()) -> str:
@@ -56,7 +63,7 @@ def main() -> None:
     log = open(args.log, "a", buffering=1, encoding="utf-8")
     lock = threading.Lock()
     current = threading.local()  # the question being answered by this handler thread
-    style = {"markdown": False}
+    style = {"markdown": False, "split": False}
 
     end_stream = ollama_server._Handler._end_stream
 
@@ -68,8 +75,11 @@ def main() -> None:
                 log.write(f"end {qid} {time.time():.6f}\n")
             current.qid = None
 
-    # Only in this benchmark process: the test fake learns to report when each answer ended.
+    # Only in this benchmark process: the test fake learns to report when each answer ended, and
+    # to stream one chunk per token.
     ollama_server._Handler._end_stream = logged_end_stream
+    split = ollama_server.split_pieces
+    ollama_server.split_pieces = lambda text: split(text) if style["split"] else token_pieces(text)
 
     def reply(messages):
         users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
@@ -93,6 +103,9 @@ def main() -> None:
             print("OK", flush=True)
         elif len(parts) == 2 and parts[0] == "style":
             style["markdown"] = parts[1] == "markdown"
+            print("OK", flush=True)
+        elif len(parts) == 2 and parts[0] == "pieces":
+            style["split"] = parts[1] == "split"
             print("OK", flush=True)
     fake.stop()
 

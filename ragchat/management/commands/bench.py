@@ -32,6 +32,9 @@ class Command(BaseCommand):
         parser.add_argument("--answer", choices=["markdown", "plain"], default="markdown",
                             help="shape of the fake model's answers: markdown (bold, paragraphs, citations: what"
                                  " a real answer costs to render) or plain numbered words")
+        parser.add_argument("--split-pieces", action="store_true",
+                            help="the fake streams each word and each space as its own chunk (twice Ollama's"
+                                 " chunks per token; the default is one chunk per token, as Ollama sends)")
         parser.add_argument("--tokens", type=int, default=None, help="tokens per answer in the concurrency runs")
         parser.add_argument("--streams", type=int, action="append", default=None,
                             help="concurrent streams (repeatable; default 50 and 200, 10 and 50 with --quick)")
@@ -39,14 +42,14 @@ class Command(BaseCommand):
                             help="embedder of the websocket server (default: local; hashing with --quick)")
 
     def handle(self, *args, quick, json_out, skip, chat_embedder, token_interval_ms, answer="markdown", tokens=None,
-               streams=None, **options):
+               streams=None, split_pieces=False, **options):
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level  # restored: call_command (tests) must not silence the process
         quiet.setLevel(logging.ERROR)
         try:
             report = asyncio.run(self.run(quick=quick, skip=set(skip), chat_embedder=chat_embedder,
                                       token_interval_ms=token_interval_ms, answer=answer, tokens=tokens,
-                                      streams=streams))
+                                      streams=streams, split_pieces=split_pieces))
         finally:
             quiet.setLevel(previous_level)
         report["bench_process_peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -56,7 +59,8 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(report))
 
     async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None, token_interval_ms: float = 20.0,
-                  answer: str = "markdown", tokens: int | None = None, streams: list[int] | None = None) -> dict:
+                  answer: str = "markdown", tokens: int | None = None, streams: list[int] | None = None,
+                  split_pieces: bool = False) -> dict:
         from ragchat.bench.chat_load import chat_bench
         from ragchat.bench.ingest import ingest_bench
         from ragchat.bench.search import search_bench
@@ -89,7 +93,8 @@ class Command(BaseCommand):
                 concurrency=streams or ([10, 50] if quick else [50, 200]),
                 tokens=tokens or (20 if quick else 50),
                 markdown=answer == "markdown",
-                piece_delay=token_interval_ms / 2000,  # a token is a word piece and a space piece
+                token_interval=token_interval_ms / 1000,
+                split_pieces=split_pieces,
                 embedder=chat_embedder or ("hashing" if quick else "local"),
                 say=say,
             )
