@@ -49,6 +49,8 @@ log = logging.getLogger("ragchat.llm")
 
 TAGS_CACHE_SECONDS = 30.0
 RATE_MAX_TOKENS = 32
+# Concurrent connections to Ollama per process (one per streaming answer): far above httpx's 100.
+OLLAMA_MAX_CONNECTIONS = 1000
 _THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
 _NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 
@@ -187,7 +189,14 @@ class OllamaLLM:
             reasoning=False if is_reasoning_model(model) else None,
             keep_alive=self.settings.ollama_keep_alive or None,
             # Backstop for the per-chunk wait below (which fires first, just under this).
-            client_kwargs={"timeout": httpx.Timeout(timeout + 5.0, connect=min(timeout, 5.0))},
+            client_kwargs={
+                "timeout": httpx.Timeout(timeout + 5.0, connect=min(timeout, 5.0)),
+                # httpx allows 100 connections per client by default and this client is shared by
+                # every answer of the process: the 101st concurrent stream waited for a free
+                # connection (up to the timeout) before its request was even sent. Ollama queues
+                # requests itself (OLLAMA_NUM_PARALLEL); the number of turns bounds ours.
+                "limits": httpx.Limits(max_connections=OLLAMA_MAX_CONNECTIONS, max_keepalive_connections=100),
+            },
         )
         per_loop[(model, num_predict)] = chat
         return chat
