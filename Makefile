@@ -28,10 +28,17 @@ run: install
 
 ## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
 test: install chromium
-	bash scripts/test.sh
+	bash .ci/test.sh
 
 test-fast: install
 	$(BIN)/pytest -q -m "not browser"
+
+## The figures of README "Evaluation and benchmarks".
+evaluate: install
+	$(BIN)/python manage.py evaluate
+
+bench: install
+	$(BIN)/python manage.py bench
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -4,7 +4,7 @@ embedded one, since there is no Qdrant server here); the owner answers through p
 request never touches a vector store; the answer reaches the asker's socket on A through Redis.
 
 Skipped when PostgreSQL or Redis is not reachable (TEST_POSTGRES_URL, TEST_REDIS_URL as in
-scripts/test.sh).
+.ci/test.sh).
 """
 from __future__ import annotations
 
