@@ -36,7 +36,6 @@ from ragchat.services.parsing import (
     parse_document,
     safe_filename,
 )
-from ragchat.services.types import ChunkRecord
 
 logger = logging.getLogger(__name__)
 
@@ -304,7 +303,7 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         await _save(document, stage="Splitting into chunks", progress=10, title=parsed.title[:300] or document.title,
                     mime_type=parsed.mime_type, kind=parsed.kind, pages=parsed.pages)
         await report(document)
-        from ragchat.services.chunking import chunk_document
+        from ragchat.services.chunking import chunk_document, chunk_records
 
         chunks = await asyncio.to_thread(
             chunk_document,
@@ -315,21 +314,14 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         )
         if not chunks:
             raise EmptyDocumentError("No text to index was found in this file.")
-        records = [
-            ChunkRecord(
-                document_id=doc_id,
-                chunk_index=chunk.chunk_index,
-                document_name=document.title,
-                chunk_text=chunk.text,
-                tags=tuple(document._tag_slugs),  # type: ignore[attr-defined]
-                tenant_id=tenant_id,
-                page_number=chunk.page_number,
-                section=chunk.section,
-                token_count=chunk.token_count,
-                metadata=dict(document.chunk_metadata or {}),
-            )
-            for chunk in chunks
-        ]
+        records = chunk_records(
+            chunks=chunks,
+            document_id=doc_id,
+            document_name=document.title,
+            tags=document._tag_slugs,  # type: ignore[attr-defined]
+            tenant_id=tenant_id,
+            metadata=document.chunk_metadata,
+        )
         # A new version (or a re-index) replaces the chunks: the old ones go first.
         await vectors.delete_document(doc_id, tenant_id=tenant_id)
         batch_size = max(1, rag.embedding_batch_size)

@@ -33,12 +33,12 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragchat.evaluation import metrics
-from ragchat.services.chunking import chunk_document
+from ragchat.services.chunking import chunk_document, chunk_records
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import build_embedder
 from ragchat.services.parsing import detect_kind, parse_document
 from ragchat.services.retrieval import build_retrieval_query, get_quality_context
-from ragchat.services.types import ChatMessage, ChunkRecord, SearchResult
+from ragchat.services.types import ChatMessage, SearchResult
 from ragchat.services.vector_service import PUBLIC_TAG, SEARCH_MODES, VectorService
 
 logger = logging.getLogger(__name__)
@@ -151,21 +151,14 @@ async def ingest_folder(
             index.failed[relative] = "no chunks"
             continue
         document_id = str(uuid.uuid4())
-        records = [
-            ChunkRecord(
-                document_id=document_id,
-                chunk_index=c.chunk_index,
-                document_name=parsed.title or relative,
-                chunk_text=c.text,
-                tags=(tag,),
-                tenant_id=TENANT,
-                page_number=c.page_number,
-                section=c.section,
-                token_count=c.token_count,
-                metadata={"path": relative},
-            )
-            for c in chunks
-        ]
+        records = chunk_records(
+            chunks=chunks,
+            document_id=document_id,
+            document_name=parsed.title or relative,
+            tags=(tag,),
+            tenant_id=TENANT,
+            metadata={"path": relative},
+        )
         t0 = time.perf_counter()
         vectors = await embedder.embed_documents([r.chunk_text for r in records])
         t1 = time.perf_counter()
