@@ -23,12 +23,14 @@ psycopg.connect(sys.argv[1].replace("/ragchat", "/postgres"), connect_timeout=3)
 PY
 then
   echo "== pytest on PostgreSQL + Redis channel layer"
+  # Connections are not kept between requests here, so none is left open on the test database
+  # when pytest drops it.
   redis_ok=$($BIN/python -c "import redis,sys; redis.Redis.from_url('$REDIS', socket_connect_timeout=2).ping(); print('yes')" 2>/dev/null || true)
   if [ "$redis_ok" = "yes" ]; then
-    DATABASE_URL=$PG_URL REDIS_URL=$REDIS CHANNELS_PREFIX="ragchat-test-$$" $BIN/pytest -q -p no:cacheprovider "$@"
+    DB_CONN_MAX_AGE=0 DATABASE_URL=$PG_URL REDIS_URL=$REDIS CHANNELS_PREFIX="ragchat-test-$$" $BIN/pytest -q -p no:cacheprovider "$@"
   else
     echo "(Redis not reachable: PostgreSQL run uses the in-memory channel layer)"
-    DATABASE_URL=$PG_URL $BIN/pytest -q -p no:cacheprovider "$@"
+    DB_CONN_MAX_AGE=0 DATABASE_URL=$PG_URL $BIN/pytest -q -p no:cacheprovider "$@"
   fi
   rc=$?
   [ $rc -eq 5 ] && echo "pytest collected no tests: failing the run"
