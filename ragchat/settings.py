@@ -15,7 +15,8 @@ DATA_DIR = Path(environ.Env().str("RAGCHAT_DATA_DIR", default=str(BASE_DIR / "da
 (DATA_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)  # SQLite and WhiteNoise want it
 
 env = environ.Env()
-environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+if (BASE_DIR / ".env").exists():
+    environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 SECRET_KEY = env.str(
