@@ -65,13 +65,26 @@ def llm():
     return _get("llm", lambda: OllamaLLM(rag_settings()))
 
 
+def reranker():
+    """The cross-encoder of RAG_RERANKER, or None (no rerank stage)."""
+    from ragchat.services.reranking import build_reranker
+
+    if "reranker" not in _parts:
+        with _lock:
+            if "reranker" not in _parts:
+                _parts["reranker"] = build_reranker(rag_settings())
+    return _parts["reranker"]
+
+
 def rag_service():
     from ragchat.services.rag_service import RAGService
 
     def build():
         from documents.selectors import tag_owner_lookup
 
-        return RAGService(vector_service(), rag_settings(), llm=llm(), owner_lookup=tag_owner_lookup)
+        return RAGService(
+            vector_service(), rag_settings(), llm=llm(), owner_lookup=tag_owner_lookup, reranker=reranker()
+        )
 
     return _get("rag_service", build)
 

@@ -71,4 +71,7 @@ async def health(request):
         "embedder": embedder,
         "ollama": {**ollama, "counts_for_status": settings.RAGCHAT_REQUIRE_OLLAMA},
     }
+    reranker = runtime.reranker()
+    if reranker is not None:  # only when configured, as seed rag-providers' health check does
+        body["cross_encoder"] = reranker.status()
     return JsonResponse(body, status=200 if up else 503)

@@ -81,3 +81,12 @@ def test_health_vector_store_mismatch_is_503(client, rag_runtime, fake_ollama, s
     assert body["vector_store"]["ok"] is False
     assert "CollectionMismatchError" in body["vector_store"]["error"]
     assert "hashing-384" in body["vector_store"]["error"]
+
+
+def test_health_reports_the_cross_encoder_only_when_configured(client, rag_runtime, fake_ollama, settings):
+    assert "cross_encoder" not in json.loads(client.get("/health").content)
+    runtime.reset()
+    settings.RAG = replace(settings.RAG, rag_reranker="no-such-org/no-such-cross-encoder")
+    body = json.loads(client.get("/health").content)
+    assert body["cross_encoder"] == {"model": "no-such-org/no-such-cross-encoder", "status": "not loaded yet"}
+    assert runtime.rag_service().reranker is runtime.reranker()
