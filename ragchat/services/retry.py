@@ -140,33 +140,6 @@ async def retry_async(
             retry += 1
 
 
-def retry_sync(
-    fn: Callable[[], T],
-    *,
-    policy: RetryPolicy | None = None,
-    attempts: int | None = None,
-    initial_delay: float | None = None,
-    max_delay: float | None = None,
-    is_transient: Callable[[BaseException], bool] = is_transient_error,
-    deadline: float | None = None,
-    what: str = "call",
-    sleep: Callable[[float], None] = time.sleep,
-) -> T:
-    """Blocking twin of retry_async (for sync clients such as the embedded vector store)."""
-    policy = _policy(policy, attempts, initial_delay, max_delay)
-    retry = 0
-    while True:
-        try:
-            return fn()
-        except Exception as exc:  # noqa: BLE001 - the predicate decides
-            delay = _next_delay(exc, retry, policy, is_transient, deadline)
-            if delay is None:
-                raise
-            log.warning("retrying %s after transient error", what,
-                        extra={"retry": retry + 1, "delay_s": delay, "error": repr(exc)})
-            sleep(delay)
-            retry += 1
-
 
 def _next_delay(
     exc: BaseException,

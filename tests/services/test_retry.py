@@ -13,7 +13,6 @@ from ragchat.services.retry import (
     RetryPolicy,
     is_transient_error,
     retry_async,
-    retry_sync,
 )
 
 FAST = RetryPolicy(retries=3, initial_delay=0.001, max_delay=0.004)
@@ -151,17 +150,3 @@ async def test_retry_async_custom_predicate_and_loose_keywords() -> None:
         is_transient=lambda e: getattr(e, "status_code", None) == 409,
     )
     assert result == "done" and len(calls) == 2
-
-
-def test_retry_sync() -> None:
-    calls = []
-
-    def flaky() -> int:
-        calls.append(1)
-        if len(calls) < 2:
-            raise ConnectionResetError()
-        return 7
-
-    assert retry_sync(flaky, policy=FAST) == 7
-    with pytest.raises(ValueError):
-        retry_sync(lambda: (_ for _ in ()).throw(ValueError("bad")), policy=FAST)
