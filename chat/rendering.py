@@ -86,11 +86,6 @@ class RenderedAnswer:
     sources: list[dict[str, Any]]  # the cited sources in marker order, each with "n" and "url"
 
 
-def number_sources(text: str, known: Sequence[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
-    """Replace markers with placeholders numbered by first use; drop unknown and malformed ones."""
-    numbering = _Numbering(by_id={c["source_id"]: c for c in known})
-    return numbering.apply(text), numbering.sources
-
 
 @dataclass
 class _Numbering:

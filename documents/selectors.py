@@ -7,7 +7,6 @@ tag of their tenant. Everything is scoped to the user's tenant.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 
 from asgiref.sync import sync_to_async
 from django.db.models import Count, Q, QuerySet
@@ -45,9 +44,6 @@ def tags_uploadable_by(*, user) -> QuerySet[Tag]:
     tags = Tag.objects.filter(tenant_id=user.tenant_id)
     return tags if user_is_admin(user) else tags.filter(owner=user)
 
-
-def user_can_upload(*, user) -> bool:
-    return tags_uploadable_by(user=user).exists()
 
 
 def user_can_manage_document(*, user, document: Document) -> bool:
@@ -115,13 +111,6 @@ def tag_facets(*, user, documents: QuerySet[Document]) -> list[dict]:
         for tag in tags_readable_by(user=user).order_by("name")
     ]
 
-
-def document_tag_slugs(*, document: Document) -> list[str]:
-    return sorted(document.tags.values_list("slug", flat=True))
-
-
-def documents_by_ids(*, ids: Iterable) -> QuerySet[Document]:
-    return Document.objects.filter(id__in=list(ids))
 
 
 def _tag_owner(tag: str, tenant_id: str) -> TagOwner | None:

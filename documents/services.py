@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
-from documents.selectors import tags_uploadable_by, user_is_admin
+from documents.selectors import tags_uploadable_by
 from ragchat import runtime
 from ragchat.services.errors import (
     DocumentError,
@@ -432,7 +432,3 @@ def _notify_deleted(*, tenant_id: str, document_id: str) -> None:
         )
     except Exception as e:
         logger.warning("document delete push failed: %s", e)
-
-
-def user_may_upload_to(*, user, tag: Tag) -> bool:
-    return user_is_admin(user) or tag.owner_id == user.pk

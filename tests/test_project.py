@@ -1,5 +1,4 @@
 """The project's own wiring: pages, health, request ids, settings."""
-import json
 
 import pytest
 from django.conf import settings

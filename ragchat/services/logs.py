@@ -35,14 +35,6 @@ def get_request_id() -> str | None:
     return request_id_var.get()
 
 
-def set_request_id(request_id: str | None) -> contextvars.Token[str | None]:
-    """Set the id for the current context; keep the token to restore with `reset_request_id`."""
-    return request_id_var.set(request_id)
-
-
-def reset_request_id(token: contextvars.Token[str | None]) -> None:
-    request_id_var.reset(token)
-
 
 @contextmanager
 def bind_request_id(request_id: str | None = None) -> Iterator[str]:

@@ -5,7 +5,6 @@ its own and have defaults, so a model built the spec's way still works.
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -15,11 +14,7 @@ DOCUMENT_ID_PATTERN = r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]
 SOURCEID_FORMAT_PATTERN = r"[a-f0-9-]{36}:\d+"
 SOURCEID_PATTERN = r"\[SourceId:\s*([a-f0-9-]{36}:\d+)\]"
 
-_DOCUMENT_ID_RE = re.compile(rf"^{DOCUMENT_ID_PATTERN}$")
 
-
-def is_document_id(value: str) -> bool:
-    return bool(_DOCUMENT_ID_RE.match(value))
 
 
 def make_source_id(document_id: str, chunk_index: int) -> str:
