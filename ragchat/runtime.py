@@ -41,7 +41,7 @@ def embedder():
 
 def vector_service():
     """The VectorService (not yet initialised; use `await ready_vector_service()` on async paths)."""
-    from ragchat.services.vector_service import VectorService
+    from ragchat.services.vector_store import VectorService
 
     return _get("vector_service", lambda: VectorService.from_settings(rag_settings(), embedder()))
 

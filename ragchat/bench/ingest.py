@@ -13,7 +13,7 @@ from ragchat.evaluation.corpus import write_corpus
 from ragchat.evaluation.runner import EMBEDDERS, ingest_folder
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import build_embedder
-from ragchat.services.vector_service import VectorService
+from ragchat.services.vector_store import VectorService
 
 
 async def ingest_bench(*, embedder: str, rounds: int = 3, base: RAGSettings | None = None) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from typing import Any
 from ragchat.bench.common import make_chunks, make_queries, pct
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import CachedEmbedder, HashingEmbedder
-from ragchat.services.vector_service import EdgeBackend, ServerBackend, VectorService
+from ragchat.services.vector_store import EdgeBackend, ServerBackend, VectorService
 
 
 async def search_bench(

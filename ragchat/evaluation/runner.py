@@ -39,7 +39,7 @@ from ragchat.services.embeddings import build_embedder
 from ragchat.services.parsing import detect_kind, parse_document
 from ragchat.services.retrieval import build_retrieval_query, get_quality_context
 from ragchat.services.types import ChatMessage, SearchResult
-from ragchat.services.vector_service import PUBLIC_TAG, SEARCH_MODES, VectorService
+from ragchat.services.vector_store import PUBLIC_TAG, SEARCH_MODES, VectorService
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ import pytest
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import HashingEmbedder
 from ragchat.services.types import ChunkRecord
-from ragchat.services.vector_service import VectorService
+from ragchat.services.vector_store import VectorService
 
 DOC = "11111111-1111-4111-8111-111111111111"
 SECRET = "22222222-2222-4222-8222-222222222222"

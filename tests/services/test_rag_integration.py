@@ -37,7 +37,7 @@ from ragchat.services.types import (
     TagOwner,
     TokenEvent,
 )
-from ragchat.services.vector_service import VectorService
+from ragchat.services.vector_store import VectorService
 
 TIMEOUT = 1.0  # RAG_TIMEOUT_SECONDS for these tests
 ADMIN = "admin@company.com"

@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ragchat.evaluation import runner
 from ragchat.evaluation.corpus import QUESTIONS_FILE, write_corpus
-from ragchat.services.vector_service import SEARCH_MODES
+from ragchat.services.vector_store import SEARCH_MODES
 
 
 class Command(BaseCommand):

@@ -12,7 +12,7 @@ from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import CachedEmbedder, HashingEmbedder
 from ragchat.services.errors import CollectionMismatchError
 from ragchat.services.types import ChunkRecord
-from ragchat.services.vector_service import EdgeBackend, ServerBackend, VectorService, point_id
+from ragchat.services.vector_store import EdgeBackend, ServerBackend, VectorService, point_id
 
 BACKENDS = ["edge", "server"]
 

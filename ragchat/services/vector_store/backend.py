@@ -1,0 +1,62 @@
+"""The small interface both stores implement, and the neutral query model they translate.
+
+A backend knows its engine (Qdrant Edge in-process, or a Qdrant server through qdrant-client) and
+nothing about access rules or fusion: it runs the stages it is given, each with its own filter.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ragchat.services.bm25 import SparseVec
+from ragchat.services.vector_store.access import Conditions
+from ragchat.services.vector_store.payload import PointData
+
+
+@dataclass(frozen=True)
+class Hit:
+    id: str
+    score: float  # the stage's own score (RRF for hybrid, cosine for dense)
+    payload: dict[str, Any]
+    dense: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One retrieval stage: nearest neighbours by the dense vector or by the BM25 sparse vector."""
+
+    using: str  # DENSE or SPARSE
+    vector: list[float] | SparseVec
+    conditions: Conditions
+    limit: int
+    with_vector: bool = False  # return the dense vector (to compute cosine for keyword hits)
+
+
+@dataclass(frozen=True)
+class CollectionMeta:
+    embedding_model: str
+    dimension: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"embedding_model": self.embedding_model, "dimension": self.dimension}
+
+
+class Backend(Protocol):
+    name: str
+
+    async def open(self, meta: CollectionMeta) -> CollectionMeta | None:
+        """Create the collection and indexes if missing; return what an existing one was built with."""
+
+    async def upsert(self, points: Sequence[PointData]) -> None: ...
+
+    async def delete(self, conditions: Conditions) -> None: ...
+
+    async def count(self, conditions: Conditions) -> int: ...
+
+    async def distinct_count(self, key: str) -> int: ...
+
+    async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
+        """Run the stages as one batch; each stage carries (and must apply) its own filter."""
+
+    async def close(self) -> None: ...

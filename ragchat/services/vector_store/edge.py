@@ -1,0 +1,222 @@
+"""The embedded store: Qdrant Edge, Qdrant's in-process Rust engine, on disk; no server.
+
+The shard lives at {qdrant_path}/{collection}, the embedding metadata in {collection}.meta.json.
+An Edge shard's WAL is locked by its opener, so one shard per path per process is shared by every
+backend on that path (reference-counted); writes go one at a time, reads run alongside.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ragchat.services.bm25 import SparseVec
+from ragchat.services.errors import VectorStoreError
+from ragchat.services.vector_store.access import Conditions
+from ragchat.services.vector_store.backend import CollectionMeta, Hit, Stage
+from ragchat.services.vector_store.payload import DENSE, KEYWORD_FIELDS, SPARSE, PointData
+
+T = TypeVar("T")
+
+
+class _EdgeHandle:
+    """One open shard per path per process, shared by every VectorService on that path."""
+
+    def __init__(self, shard: Any) -> None:
+        self.shard = shard
+        self.write_lock = threading.Lock()  # updates one at a time; reads run alongside
+        self.refs = 0
+
+
+_edge_handles: dict[str, _EdgeHandle] = {}
+_edge_handles_lock = threading.Lock()
+
+
+class EdgeBackend:
+    """Embedded Qdrant Edge shard at {qdrant_path}/{collection}; metadata in {collection}.meta.json."""
+
+    name = "edge"
+
+    def __init__(self, *, path: str | os.PathLike[str], collection: str) -> None:
+        self.root = Path(path)
+        self.shard_path = str((self.root / collection).resolve())
+        self.meta_path = self.root / f"{collection}.meta.json"
+        self._handle: _EdgeHandle | None = None
+
+    # --- plumbing
+    @property
+    def _shard(self) -> Any:
+        if self._handle is None:
+            raise VectorStoreError("vector store is not initialised: call initialize() first")
+        return self._handle.shard
+
+    async def _run(self, fn: Callable[[], T], *, write: bool = False) -> T:
+        """Run a blocking engine call in a worker thread; engine errors become VectorStoreError."""
+
+        def call() -> T:
+            if write:
+                assert self._handle is not None
+                with self._handle.write_lock:
+                    return fn()
+            return fn()
+
+        try:
+            return await asyncio.to_thread(call)
+        except VectorStoreError:
+            raise
+        except Exception as e:
+            raise VectorStoreError(f"Qdrant Edge at {self.shard_path}: {e}") from e
+
+    @staticmethod
+    def _filter(conditions: Conditions) -> Any:
+        import qdrant_edge as qe
+
+        must: list[Any] = [qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in conditions.equals]
+        must += [qe.FieldCondition(k, match=qe.MatchAny(list(vs))) for k, vs in conditions.any_of]
+        return qe.Filter(must=must) if must else None
+
+    # --- lifecycle
+    def _open_sync(self, meta: CollectionMeta) -> CollectionMeta | None:
+        import qdrant_edge as qe
+
+        with _edge_handles_lock:
+            handle = _edge_handles.get(self.shard_path)
+            if handle is None:
+                exists = Path(self.shard_path).exists() and any(Path(self.shard_path).iterdir())
+                if exists:
+                    shard = qe.EdgeShard.load(self.shard_path)
+                else:
+                    self.root.mkdir(parents=True, exist_ok=True)
+                    config = qe.EdgeConfig(
+                        vectors={DENSE: qe.EdgeVectorParams(size=meta.dimension, distance=qe.Distance.Cosine)},
+                        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+                    )
+                    shard = qe.EdgeShard.create(self.shard_path, config)
+                handle = _EdgeHandle(shard)
+                _edge_handles[self.shard_path] = handle
+            handle.refs += 1
+            self._handle = handle
+        with handle.write_lock:
+            indexed = set(handle.shard.info().payload_schema)
+            for key in KEYWORD_FIELDS:
+                if key not in indexed:
+                    handle.shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
+            return self._read_or_write_meta(meta)
+
+    def _read_or_write_meta(self, meta: CollectionMeta) -> CollectionMeta | None:
+        if self.meta_path.exists():
+            data = json.loads(self.meta_path.read_text())
+            return CollectionMeta(str(data["embedding_model"]), int(data["dimension"]))
+        existing_dim = self._stored_dimension()
+        if existing_dim is not None and existing_dim != meta.dimension:
+            # Points without a metadata file: we can still tell the dimension from a stored vector.
+            return CollectionMeta("unknown (no metadata recorded)", existing_dim)
+        tmp = self.meta_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(meta.as_dict()))
+        os.replace(tmp, self.meta_path)
+        return None
+
+    def _stored_dimension(self) -> int | None:
+        import qdrant_edge as qe
+
+        records, _ = self._shard.scroll(qe.ScrollRequest(limit=1, with_vector=[DENSE], with_payload=False))
+        if not records:
+            return None
+        return len(records[0].vector[DENSE])
+
+    async def open(self, meta: CollectionMeta) -> CollectionMeta | None:
+        try:
+            return await asyncio.to_thread(self._open_sync, meta)
+        except VectorStoreError:
+            raise
+        except Exception as e:
+            raise VectorStoreError(f"cannot open Qdrant Edge shard at {self.shard_path}: {e}") from e
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.release_sync)
+
+    def release_sync(self) -> None:
+        """Drop this backend's reference to the shard; the last one flushes and closes it."""
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        with _edge_handles_lock:
+            handle.refs -= 1
+            if handle.refs <= 0:
+                with handle.write_lock:
+                    handle.shard.flush()
+                    handle.shard.close()
+                _edge_handles.pop(self.shard_path, None)
+
+    # --- writes
+    async def upsert(self, points: Sequence[PointData]) -> None:
+        import qdrant_edge as qe
+
+        edge_points = [
+            qe.Point(
+                p.id,
+                {DENSE: p.dense, SPARSE: qe.SparseVector(list(p.sparse.indices), list(p.sparse.values))},
+                p.payload,
+            )
+            for p in points
+        ]
+
+        def write() -> None:
+            self._shard.update(qe.UpdateOperation.upsert_points(edge_points))
+            self._shard.flush()
+
+        await self._run(write, write=True)
+
+    async def delete(self, conditions: Conditions) -> None:
+        import qdrant_edge as qe
+
+        def write() -> None:
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(self._filter(conditions)))
+            self._shard.flush()
+
+        await self._run(write, write=True)
+
+    # --- reads
+    async def count(self, conditions: Conditions) -> int:
+        import qdrant_edge as qe
+
+        return await self._run(lambda: self._shard.count(qe.CountRequest(exact=True, filter=self._filter(conditions))))
+
+    async def distinct_count(self, key: str) -> int:
+        import qdrant_edge as qe
+
+        def facet() -> int:
+            return len(self._shard.facet(qe.FacetRequest(key, limit=10_000_000, exact=True)).hits)
+
+        return await self._run(facet)
+
+    @staticmethod
+    def _hits(points: Sequence[Any]) -> list[Hit]:
+        out = []
+        for p in points:
+            vectors = p.vector or {}
+            out.append(Hit(str(p.id), float(p.score), dict(p.payload or {}), vectors.get(DENSE)))
+        return out
+
+    async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
+        import qdrant_edge as qe
+
+        def request(stage: Stage) -> Any:
+            if isinstance(stage.vector, SparseVec):
+                vector: Any = qe.SparseVector(list(stage.vector.indices), list(stage.vector.values))
+            else:
+                vector = stage.vector
+            return qe.QueryRequest(
+                limit=stage.limit,
+                query=qe.Query.Nearest(vector, using=stage.using),
+                filter=self._filter(stage.conditions),
+                with_payload=True,
+                with_vector=[DENSE] if stage.with_vector else False,
+            )
+
+        batch = qe.QueryBatchRequest([request(stage) for stage in stages])
+        return [self._hits(points) for points in await self._run(lambda: self._shard.query_batch(batch))]

@@ -1,0 +1,176 @@
+"""The scale-out store: a Qdrant server or cluster through qdrant-client's AsyncQdrantClient.
+
+Any AsyncQdrantClient can be injected (tests use local mode, location=":memory:"); the embedding
+metadata is kept in the collection's own metadata. Transient errors are retried with backoff.
+"""
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+from ragchat.services.bm25 import SparseVec
+from ragchat.services.errors import VectorStoreError
+from ragchat.services.retry import is_transient_error, retry_async
+from ragchat.services.vector_store.access import Conditions
+from ragchat.services.vector_store.backend import CollectionMeta, Hit, Stage
+from ragchat.services.vector_store.payload import DENSE, KEYWORD_FIELDS, SPARSE, PointData
+
+T = TypeVar("T")
+
+
+def _is_transient(error: BaseException) -> bool:
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    if isinstance(error, ResponseHandlingException):  # qdrant-client's wrapper of httpx errors
+        source = getattr(error, "source", None)
+        return source is not None and is_transient_error(source)
+    if is_transient_error(error):
+        return True
+    if isinstance(error, UnexpectedResponse):
+        return error.status_code in (429, 502, 503, 504)
+    try:
+        import grpc
+
+        if isinstance(error, grpc.RpcError):
+            return error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
+    except ImportError:  # grpc is optional
+        pass
+    return False
+
+
+class ServerBackend:
+    """A Qdrant server/cluster through AsyncQdrantClient; embedding metadata in collection metadata."""
+
+    name = "server"
+
+    def __init__(
+        self,
+        *,
+        client: Any,
+        collection: str,
+        retry_attempts: int = 3,
+        retry_initial_delay: float = 1.0,
+        retry_max_delay: float = 10.0,
+        owns_client: bool = False,
+    ) -> None:
+        self.client = client
+        self.owns_client = owns_client  # an injected client is closed by whoever made it
+        self.collection = collection
+        self._retry = (retry_attempts, retry_initial_delay, retry_max_delay)
+
+    async def _call(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Transient errors retried with exponential backoff; everything else -> VectorStoreError."""
+        attempts, delay, max_delay = self._retry
+        try:
+            return await retry_async(
+                fn,
+                attempts=attempts,
+                initial_delay=delay,
+                max_delay=max_delay,
+                is_transient=_is_transient,
+                what=f"qdrant {self.collection}",
+            )
+        except VectorStoreError:
+            raise
+        except Exception as e:
+            raise VectorStoreError(f"Qdrant collection {self.collection!r}: {e}") from e
+
+    @staticmethod
+    def _filter(conditions: Conditions) -> Any:
+        from qdrant_client import models as m
+
+        must: list[Any] = [m.FieldCondition(key=k, match=m.MatchValue(value=v)) for k, v in conditions.equals]
+        must += [m.FieldCondition(key=k, match=m.MatchAny(any=list(vs))) for k, vs in conditions.any_of]
+        return m.Filter(must=must) if must else None
+
+    async def open(self, meta: CollectionMeta) -> CollectionMeta | None:
+        from qdrant_client import models as m
+
+        async def ensure() -> CollectionMeta | None:
+            if await self.client.collection_exists(self.collection):
+                info = await self.client.get_collection(self.collection)
+                recorded = info.config.metadata or {}
+                vectors = info.config.params.vectors
+                size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+                if size is None:
+                    return CollectionMeta(str(recorded.get("embedding_model", "unknown")), -1)
+                return CollectionMeta(str(recorded.get("embedding_model", "unknown (no metadata recorded)")), size)
+            await self.client.create_collection(
+                self.collection,
+                vectors_config={DENSE: m.VectorParams(size=meta.dimension, distance=m.Distance.COSINE)},
+                sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                metadata=meta.as_dict(),
+            )
+            for key in KEYWORD_FIELDS:
+                await self.client.create_payload_index(self.collection, key, m.PayloadSchemaType.KEYWORD)
+            return None
+
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Payload indexes have no effect")  # local mode only
+            return await self._call(ensure)
+
+    async def close(self) -> None:
+        if self.owns_client:
+            await self.client.close()
+
+    async def upsert(self, points: Sequence[PointData]) -> None:
+        from qdrant_client import models as m
+
+        structs = [
+            m.PointStruct(
+                id=p.id,
+                vector={
+                    DENSE: p.dense,
+                    SPARSE: m.SparseVector(indices=list(p.sparse.indices), values=list(p.sparse.values)),
+                },
+                payload=p.payload,
+            )
+            for p in points
+        ]
+        await self._call(lambda: self.client.upsert(self.collection, points=structs, wait=True))
+
+    async def delete(self, conditions: Conditions) -> None:
+        from qdrant_client import models as m
+
+        selector = m.FilterSelector(filter=self._filter(conditions))
+        await self._call(lambda: self.client.delete(self.collection, points_selector=selector, wait=True))
+
+    async def count(self, conditions: Conditions) -> int:
+        result = await self._call(
+            lambda: self.client.count(self.collection, count_filter=self._filter(conditions), exact=True)
+        )
+        return int(result.count)
+
+    async def distinct_count(self, key: str) -> int:
+        result = await self._call(lambda: self.client.facet(self.collection, key=key, exact=True, limit=10_000_000))
+        return len(result.hits)
+
+    @staticmethod
+    def _hits(points: Sequence[Any]) -> list[Hit]:
+        out = []
+        for p in points:
+            vectors = p.vector if isinstance(p.vector, dict) else {}
+            out.append(Hit(str(p.id), float(p.score), dict(p.payload or {}), vectors.get(DENSE)))
+        return out
+
+    async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
+        from qdrant_client import models as m
+
+        def request(stage: Stage) -> Any:
+            vector: Any = stage.vector
+            if isinstance(vector, SparseVec):
+                vector = m.SparseVector(indices=list(vector.indices), values=list(vector.values))
+            return m.QueryRequest(
+                query=vector,
+                using=stage.using,
+                filter=self._filter(stage.conditions),
+                limit=stage.limit,
+                with_payload=True,
+                with_vector=[DENSE] if stage.with_vector else False,
+            )
+
+        requests = [request(stage) for stage in stages]
+        responses = await self._call(lambda: self.client.query_batch_points(self.collection, requests=requests))
+        return [self._hits(response.points) for response in responses]
