@@ -1,0 +1,92 @@
+"""Markdown: CommonMark with tables (markdown-it-py); sections from headings, title from front matter."""
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
+from ragchat.services.parsing.html import html_fragment_text
+from ragchat.services.parsing.textutil import clean_inline, clean_text, decode_text, filename_title
+
+if TYPE_CHECKING:  # imported lazily at run time, like every parsing library
+    from markdown_it.token import Token
+
+
+FRONT_MATTER = re.compile(r"\A---[ \t]*\n(.*?\n)---[ \t]*\n", re.DOTALL)
+
+
+def parse(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocument:
+    from markdown_it import MarkdownIt
+
+    text, warnings = decode_text(data)
+    text = clean_text(text)
+    front_title = ""
+    match = FRONT_MATTER.match(text)
+    if match:
+        title_line = re.search(r"(?m)^title:\s*['\"]?(.+?)['\"]?\s*$", match.group(1))
+        front_title = clean_inline(title_line.group(1)) if title_line else ""
+        text = text[match.end():]
+    tokens = MarkdownIt("commonmark").enable("table").parse(text)
+    blocks = _markdown_blocks(tokens)
+    first_heading = next((b.text for b in blocks if b.is_heading), "")
+    title = front_title or first_heading or filename_title(filename)
+    return ParsedDocument(
+        mime_type=MIME_TYPES["markdown"], kind="markdown", title=title, pages=None, blocks=blocks, warnings=warnings
+    )
+
+
+def _markdown_blocks(tokens: Sequence[Token]) -> list[TextBlock]:
+    blocks: list[TextBlock] = []
+    section: str | None = None
+    in_heading = False
+    in_table = False
+    row: list[str] = []
+    for token in tokens:
+        kind = token.type
+        if kind == "heading_open":
+            in_heading = True
+        elif kind == "heading_close":
+            in_heading = False
+        elif kind == "table_open":
+            in_table = True
+        elif kind == "table_close":
+            in_table = False
+        elif kind == "inline":
+            text = clean_inline(_markdown_inline_text(token))
+            if not text:
+                continue
+            if in_heading:
+                section = text
+                blocks.append(TextBlock(text=text, section=section, is_heading=True))
+            elif in_table:
+                row.append(text)
+            else:
+                blocks.append(TextBlock(text=text, section=section))
+        elif kind == "tr_close":
+            if row:
+                blocks.append(TextBlock(text=" | ".join(row), section=section))
+            row = []
+        elif kind in {"fence", "code_block"}:
+            code = token.content.strip("\n")
+            if code.strip():
+                blocks.append(TextBlock(text=code, section=section))
+        elif kind == "html_block":
+            html_text = html_fragment_text(token.content)
+            if html_text:
+                blocks.append(TextBlock(text=html_text, section=section))
+    return blocks
+
+
+def _markdown_inline_text(token: Token) -> str:
+    parts: list[str] = []
+    for child in token.children or []:
+        if child.type in {"text", "code_inline"}:
+            parts.append(child.content)
+        elif child.type in {"softbreak", "hardbreak"}:
+            parts.append(" ")
+        elif child.type == "image":
+            parts.append(child.content)  # alt text
+        elif child.type == "html_inline":
+            continue  # raw HTML tags are markup, not text
+    return "".join(parts)
