@@ -10,7 +10,3 @@ answer_completed = Signal()
 # session_opened(sender=ChatSession, session=ChatSession, user=User): the owner opened the session's
 # page (routing marks the answers delivered there as seen, clearing the unread badge).
 session_opened = Signal()
-
-# session_opened(sender=ChatSession, session=ChatSession, user=User): the owner opened the session
-# page (routing marks the answers delivered there as seen).
-session_opened = Signal()

@@ -35,7 +35,6 @@ def session_new(request):
 def session_detail(request, session_id):
     session = _session_or_404(request, session_id)
     session_opened.send(sender=ChatSession, session=session, user=request.user)
-    session_opened.send(sender=ChatSession, session=session, user=request.user)
     messages = selectors.session_messages(session=session)
     # A draft still streaming when the page was rendered: the websocket sends its current state.
     streaming = [m.pk for m in messages if m.status == Message.Status.STREAMING]

@@ -69,3 +69,19 @@ def test_session_page_renders_history_with_markers_escaped(signed_in, chat_sessi
     assert "<img" not in html.split('id="messages"')[1]
     assert "Confidence 82%" in html and "Page 2" in html and "Section N/A" in html
     assert 'ws-connect="/ws/chat/' in html and "hx-ws-2" in html
+
+
+def test_opening_a_session_sends_session_opened_once(signed_in, user, chat_session):
+    from chat.signals import session_opened
+
+    calls = []
+
+    def receiver(sender, session, user, **kwargs):
+        calls.append((session.pk, user.pk))
+
+    session_opened.connect(receiver, dispatch_uid="test.session_opened_once")
+    try:
+        assert signed_in.get(reverse("chat:session", args=[chat_session.pk])).status_code == 200
+    finally:
+        session_opened.disconnect(dispatch_uid="test.session_opened_once")
+    assert calls == [(chat_session.pk, user.pk)]
