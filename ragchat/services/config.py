@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from typing import Any
 
 MODEL_LIMITS: dict[str, dict[str, int]] = {
     "llama3.2": {"context_window": 8192, "max_response": 1024},
@@ -80,7 +81,7 @@ class RAGSettings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RAGSettings:
         """Read every field from the upper-cased variable of the same name; unset keeps the default."""
         env = os.environ if environ is None else environ
-        values = {}
+        values: dict[str, Any] = {}
         for f in fields(cls):
             raw = env.get(f.name.upper())
             if raw is None or raw == "":

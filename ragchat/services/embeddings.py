@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import EmbeddingError
-from ragchat.services.retry import retry_async
+from ragchat.services.retry import RetryPolicy, retry_async
 
 logger = logging.getLogger(__name__)
 
@@ -39,8 +39,12 @@ NOMIC_DOCUMENT_PREFIX = "search_document: "
 
 @runtime_checkable
 class Embedder(Protocol):
-    model_name: str
-    dimension: int
+    # Read-only here: wrappers such as CachedEmbedder expose them as properties of the inner embedder.
+    @property
+    def model_name(self) -> str: ...
+
+    @property
+    def dimension(self) -> int: ...
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]: ...
 
@@ -191,8 +195,8 @@ class OllamaEmbedder:
         self.model_name = model
         self.dimension = dimension  # 0 until discovered from the first embedding
         self.batch_size = batch_size
-        self._retry = dict(
-            attempts=retry_attempts, initial_delay=retry_initial_delay, max_delay=retry_max_delay
+        self._retry = RetryPolicy(
+            retries=retry_attempts, initial_delay=retry_initial_delay, max_delay=retry_max_delay
         )
         kwargs: dict[str, Any] = dict(
             model=model, base_url=base_url, client_kwargs={"timeout": timeout}
@@ -207,7 +211,7 @@ class OllamaEmbedder:
 
     async def _with_retry(self, call: Callable[[], Awaitable[T]]) -> T:
         try:
-            return await retry_async(call, what=f"ollama embed {self.model_name}", **self._retry)
+            return await retry_async(call, policy=self._retry, what=f"ollama embed {self.model_name}")
         except EmbeddingError:
             raise
         except Exception as e:
@@ -229,7 +233,7 @@ class OllamaEmbedder:
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self._prefixed(t, NOMIC_DOCUMENT_PREFIX) for t in texts[start : start + self.batch_size]]
-            vectors = await self._with_retry(lambda b=batch: self._client.aembed_documents(b))
+            vectors = await self._with_retry(lambda: self._client.aembed_documents(batch))
             out.extend(self._check(vectors, len(batch)))
         return out
 

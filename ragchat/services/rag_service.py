@@ -234,7 +234,7 @@ class RAGService:
         )
         yield StageEvent("searching")
         results = await self._retrieve(request, retrieval_query, timings)
-        extra = {
+        extra: dict[str, Any] = {
             "timings": timings,
             "query_strategy": strategy,
             "retrieval_query": retrieval_query,
