@@ -1,11 +1,11 @@
-"""The fake Ollama server (tests/fakes/ollama_server.py) as its own process, for the websocket
+"""The project's fake Ollama server (ragchat/fake_ollama) as its own process, for the websocket
 benchmarks: it must not share a GIL with the clients that measure it.
 
     python -m ragchat.bench.fake_llm --log FILE
 prints `URL <base url>` on stdout, then serves until stdin closes. A stdin line `delay <seconds>`
 sets the delay between streamed pieces (0 = zero-latency model); `style markdown` (or `style plain`)
 sets the shape of the answers; `pieces token` streams one chunk per token, the word with the space
-after it, as Ollama does (the default), `pieces split` the test fake's word and space chunks.
+after it, as Ollama does (the default), `pieces split` the fake's own word and space chunks.
 
 Every answer is deterministic and numbered: a question containing `q<id> t<count>` gets
 `tok0001x tok0002x ... tok<count>x`, so a client can check that no token is lost or reordered.
@@ -53,33 +53,23 @@ def numbered_tokens(count: int, *, markdown: bool = False, source_ids: tuple[str
 
 
 def main() -> None:
-    from tests.fakes.ollama_server import FakeOllama
+    from ragchat.fake_ollama import SOURCE_HEADER_RE, FakeOllama, split_pieces
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--log", required=True)
     args = parser.parse_args()
-    from tests.fakes import ollama_server
 
     log = open(args.log, "a", buffering=1, encoding="utf-8")
     lock = threading.Lock()
     current = threading.local()  # the question being answered by this handler thread
     style = {"markdown": False, "split": False}
 
-    end_stream = ollama_server._Handler._end_stream
-
-    def logged_end_stream(handler) -> None:
-        end_stream(handler)
+    def log_end() -> None:
         qid = getattr(current, "qid", None)
         if qid is not None:
             with lock:
                 log.write(f"end {qid} {time.time():.6f}\n")
             current.qid = None
-
-    # Only in this benchmark process: the test fake learns to report when each answer ended, and
-    # to stream one chunk per token.
-    ollama_server._Handler._end_stream = logged_end_stream
-    split = ollama_server.split_pieces
-    ollama_server.split_pieces = lambda text: split(text) if style["split"] else token_pieces(text)
 
     def reply(messages):
         users = [str(m.get("content", "")) for m in messages if m.get("role") == "user"]
@@ -90,11 +80,13 @@ def main() -> None:
             log.write(f"{match.group(1)} {time.time():.6f}\n")
         current.qid = match.group(1)
         system = " ".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-        ids = tuple(dict.fromkeys(ollama_server.SOURCE_HEADER_RE.findall(system)))
+        ids = tuple(dict.fromkeys(SOURCE_HEADER_RE.findall(system)))
         return numbered_tokens(int(match.group(2)), markdown=style["markdown"], source_ids=ids)
 
     fake = FakeOllama().start()
     fake.reply_with(reply)
+    fake.stream_pieces(lambda text: split_pieces(text) if style["split"] else token_pieces(text))
+    fake.on_stream_end(log_end)
     print(f"URL {fake.url}", flush=True)
     for line in sys.stdin:
         parts = line.split()

@@ -422,7 +422,7 @@ async def run_evaluation(
             report["per_question"][mode] = rows
             say(f"{mode}: recall@5 {summary['recall@5']:.3f}, support@5 {summary['support@5']:.3f}")
         if citations:
-            from tests.fakes.ollama_server import FakeOllama
+            from ragchat.fake_ollama import FakeOllama
 
             fake = FakeOllama().start()
             fake.token_delay(0.0)

@@ -9,7 +9,7 @@ from chat.layers import ThrottledInMemoryChannelLayer
 from chat.models import Message
 from chat.rendering import DraftRenderer, render_answer, settled_length
 from ragchat.bench.fake_llm import numbered_tokens
-from tests.fakes.ollama_server import split_pieces
+from ragchat.fake_ollama import split_pieces
 
 DOC = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
 KNOWN = [

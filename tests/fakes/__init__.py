@@ -1,1 +1,2 @@
-"""Test doubles that replace external services at their protocol boundary (real HTTP, real sockets)."""
+"""Pytest fixtures that put external services' stand-ins in tests (the fake Ollama server itself is
+a supported module of the project: ragchat/fake_ollama)."""

@@ -1,4 +1,6 @@
-"""Pytest fixtures for the fake Ollama server. Enabled by `pytest_plugins = ["tests.fakes.plugin"]`.
+"""Pytest fixtures around the project's fake Ollama server (ragchat/fake_ollama).
+
+Enabled by `pytest_plugins = ["tests.fakes.plugin"]`.
 
 - `ollama_server`: one server for the whole session (real HTTP on a free 127.0.0.1 port).
 - `fake_ollama`: the same server, reset to defaults before and after each test; script it here.
@@ -10,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fakes.ollama_server import FakeOllama
+from ragchat.fake_ollama import FakeOllama
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ import pytest
 from documents.recovery import INTERRUPTED_MESSAGE
 from tests.browser.conftest import LiveServer
 from tests.docgen import lorem_sentences, make_text
-from tests.fakes.ollama_server import FakeOllama
+from ragchat.fake_ollama import FakeOllama
 
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 

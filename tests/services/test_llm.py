@@ -17,7 +17,7 @@ from ragchat.services.errors import (
 from ragchat.services.llm import OllamaLLM, Usage, model_present, parse_rating
 from ragchat.services.tokens import Calibration
 from ragchat.services.types import ChatMessage
-from tests.fakes.ollama_server import FakeOllama
+from ragchat.fake_ollama import FakeOllama
 
 TIMEOUT = 1.0
 # Generous slack for a shared 2-core machine; the point is "about TIMEOUT", not "eventually".

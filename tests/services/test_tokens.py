@@ -9,7 +9,7 @@ from ragchat.services.config import RAGSettings
 from ragchat.services.llm import OllamaLLM
 from ragchat.services.tokens import Calibration, ExactCountCache, TokenCounter
 from ragchat.services.types import ChatMessage, SearchResult
-from tests.fakes.ollama_server import FakeOllama
+from ragchat.fake_ollama import FakeOllama
 
 CHUNKS = [
     "Employees get twenty five days of paid vacation per year, plus public holidays.",

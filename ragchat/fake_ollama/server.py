@@ -1,13 +1,18 @@
-"""An Ollama-protocol test server: real HTTP on a free 127.0.0.1 port, run in a background thread.
+"""An Ollama-protocol server: real HTTP on a free 127.0.0.1 port, run in a background thread.
+
+The project ships it because no Ollama server can be installed on the development and CI
+machines: the tests, `manage.py evaluate` (citation validity) and `manage.py bench` (websocket
+streams) all talk to it through the real, unmodified langchain-ollama client.
 
 It speaks the shapes the `ollama` client (and so langchain-ollama) sends and parses:
 `/api/chat` and `/api/generate` (NDJSON stream over HTTP/1.1 chunked encoding, or one JSON object
 when `"stream": false`), `/api/embed` (and the legacy `/api/embeddings`), `/api/tags`, `/api/show`,
 `/api/ps`, `/api/version`, `GET /`.
 
-Replies are scripted per test through methods on `FakeOllama` (reply, reply_citing, rating, delays,
-stalls, failures, refused connections, the model list); every request is recorded in
-`fake.requests`. `reset()` puts everything back to the defaults and wakes any stalled handler.
+Replies are scripted through public methods on `FakeOllama` (reply, reply_citing, rating, delays,
+stalls, failures, refused connections, the model list, how answers are cut into streamed pieces,
+a callback when a stream ends); every request is recorded in `fake.requests`. `reset()` puts
+everything back to the defaults and wakes any stalled handler.
 
 Embeddings are deterministic and meaningful: a signed feature-hashed bag of lowercased words and
 bigrams, L2-normalised, so texts that share words have a higher cosine similarity.
@@ -140,6 +145,8 @@ class _Script:
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     embedding_dimensions: dict[str, int] = field(default_factory=dict)
     default_embedding_dimension: int = 768
+    pieces: Callable[[str], list[str]] = split_pieces
+    on_stream_end: Callable[[], None] | None = None
 
 
 class _Server(ThreadingHTTPServer):
@@ -330,6 +337,18 @@ class FakeOllama:
             self._script.fail_paths = tuple(paths)
             self._script.fail_message = message or _STATUS_MESSAGES.get(status, "error")
 
+    def stream_pieces(self, splitter: Callable[[str], list[str]]) -> None:
+        """How an answer is cut into streamed chunks (default: `split_pieces`, each word and each
+        whitespace run a chunk of its own)."""
+        with self._lock:
+            self._script.pieces = splitter
+
+    def on_stream_end(self, callback: Callable[[], None] | None) -> None:
+        """Call `callback` after a streamed answer's last line is sent, in the handler thread that
+        computed the reply (so a reply function can leave thread-local notes for it)."""
+        with self._lock:
+            self._script.on_stream_end = callback
+
     def models(self, names: Iterable[str]) -> None:
         """The pulled models (a name without a tag gets `:latest`, as Ollama lists it)."""
         with self._lock:
@@ -503,9 +522,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
-    def _end_stream(self) -> None:
+    def _end_stream(self, script: _Script) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+        if script.on_stream_end is not None:
+            script.on_stream_end()
 
     def _sleep(self, seconds: float, cancel: threading.Event) -> None:
         """Wait, but give up when reset() cancels or the client hangs up (like real Ollama, which
@@ -660,7 +681,7 @@ class _Handler(BaseHTTPRequestHandler):
                  chat: bool) -> None:
         script, cancel = self.fake._snapshot()
         options = body.get("options") or {}
-        pieces = split_pieces(reply)
+        pieces = script.pieces(reply)
         done_reason = "stop"
         num_predict = options.get("num_predict")
         if isinstance(num_predict, int) and num_predict >= 0 and len(pieces) > num_predict:
@@ -668,7 +689,7 @@ class _Handler(BaseHTTPRequestHandler):
         thinking = _thinking_for(name, body.get("think"))
         if thinking and body.get("think") is None:
             # A reasoning model with no think flag puts its thinking in the answer itself.
-            pieces = split_pieces(f"<think>{thinking}</think>\n\n") + pieces
+            pieces = script.pieces(f"<think>{thinking}</think>\n\n") + pieces
             thinking = ""
         started = time.monotonic()
         self._sleep(script.first_token_delay, cancel)
@@ -720,17 +741,17 @@ class _Handler(BaseHTTPRequestHandler):
 
         self._start_stream()
         if thinking:
-            for piece in split_pieces(thinking):
+            for piece in script.pieces(thinking):
                 self._send_line(chunk("", done=False, thought=piece))
         for i, piece in enumerate(pieces):
             self._stall_or_wait(script, cancel, i)
             if script.error_after_tokens is not None and i == script.error_after_tokens:
                 self._send_line({"error": script.error_message})
-                self._end_stream()
+                self._end_stream(script)
                 return
             self._send_line(chunk(piece, done=False))
         self._send_line(final())
-        self._end_stream()
+        self._end_stream(script)
 
     def _stall_or_wait(self, script: _Script, cancel: threading.Event, index: int) -> None:
         if index > 0:

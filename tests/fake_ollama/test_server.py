@@ -13,7 +13,8 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
-from tests.fakes.ollama_server import FakeOllama
+from ragchat.fake_ollama import DEFAULT_REPLY as DEFAULT_ANSWER
+from ragchat.fake_ollama import FakeOllama
 
 DOC_A = "550e8400-e29b-41d4-a716-446655440000"
 DOC_B = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
@@ -232,3 +233,21 @@ def test_requests_are_recorded_and_reset(fake_ollama: FakeOllama) -> None:
     assert fake_ollama.requests == []
     chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
     assert chat.invoke("q").content == "This is the fake model's answer."
+
+
+def test_stream_pieces_and_stream_end_callback(fake_ollama: FakeOllama) -> None:
+    """The public hooks the benchmark scripts: its own chunking, and a note when a stream ended."""
+    import threading
+
+    ended: list[str] = []
+    fake_ollama.reply("one two three")
+    fake_ollama.stream_pieces(lambda text: [w + " " for w in text.split()])
+    fake_ollama.on_stream_end(lambda: ended.append(threading.current_thread().name))
+    with httpx.stream("POST", f"{fake_ollama.url}/api/chat", json={
+        "model": "llama3.2", "messages": [{"role": "user", "content": "q"}]}) as response:
+        lines = [json.loads(line) for line in response.iter_lines() if line]
+    assert [line["message"]["content"] for line in lines if not line["done"]] == ["one ", "two ", "three "]
+    assert len(ended) == 1
+    fake_ollama.reset()
+    assert ChatOllama(model="llama3.2", base_url=fake_ollama.url).invoke("q").content == DEFAULT_ANSWER
+    assert len(ended) == 1  # reset() drops the callback
