@@ -17,10 +17,10 @@ from urllib.parse import parse_qs
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.utils.html import format_html
 
 from chat import presenters, selectors, services, turns
 from chat.models import Message
+from ragchat.partials import render_partial
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +42,8 @@ def validate_question(text: str) -> str | None:
 
 
 def note_html(text: str = "", *, kind: str = "error") -> str:
-    if not text:
-        return '<div id="composer-note" class="composer-note" hx-swap-oob="true"></div>'
-    return format_html(
-        '<div id="composer-note" class="composer-note composer-note-{}" role="alert" hx-swap-oob="true">{}</div>',
-        kind,
-        text,
-    )
+    """The composer's note (a validation problem, "please wait"); empty text clears it."""
+    return render_partial("chat/_note.html", {"text": text, "kind": kind})
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

@@ -4,11 +4,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.template.loader import render_to_string
 from django.urls import NoReverseMatch, reverse
 
 from chat.models import Message
 from chat.rendering import citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
+from ragchat.partials import render_partial
 
 STRATEGY_SMALLTALK = "smalltalk (direct reply)"
 
@@ -86,4 +86,4 @@ def render_answer_url(passage: dict[str, Any]) -> str:
 
 
 def message_html(message: Message, *, oob: bool = False) -> str:
-    return render_to_string("chat/_message.html", {**message_context(message), "oob": oob})
+    return render_partial("chat/_message.html", {**message_context(message), "oob": oob})

@@ -2,7 +2,7 @@
 then `[SourceId: …]` markers replaced by numbered citation markers with hover/focus cards.
 
 Markers are swapped for private-use placeholders before Markdown so the Markdown and the sanitiser
-never see them; the marker HTML we insert afterwards is built by format_html (everything escaped).
+never see them; the marker HTML we insert afterwards is the chat/_cite.html partial (auto-escaped).
 Numbering is by order of first use among the SourceIds we know; unknown or malformed markers vanish.
 """
 from __future__ import annotations
@@ -15,9 +15,9 @@ from typing import Any
 
 import nh3
 from django.urls import NoReverseMatch, reverse
-from django.utils.html import format_html
 from markdown_it import MarkdownIt
 
+from ragchat.partials import render_partial
 from ragchat.services.citations import citation_from_result
 from ragchat.services.types import SOURCEID_PATTERN, Citation, SearchResult
 
@@ -96,9 +96,20 @@ class _Numbering:
     numbers: dict[str, int] = field(default_factory=dict)
     sources: list[dict[str, Any]] = field(default_factory=list)
     seen: dict[int, int] = field(default_factory=dict)
+    # Marker HTML by (source, number, occurrence), shared by the copies: a streaming draft re-renders
+    # its open tail every frame, and a template render per marker per frame would dominate its cost.
+    markers: dict[tuple[str, int, int], str] = field(default_factory=dict)
 
     def copy(self) -> _Numbering:
-        return _Numbering(self.by_id, dict(self.numbers), list(self.sources), dict(self.seen))
+        return _Numbering(self.by_id, dict(self.numbers), list(self.sources), dict(self.seen), self.markers)
+
+    def marker_html(self, n: int, *, prefix: str) -> str:
+        self.seen[n] = occurrence = self.seen.get(n, 0) + 1
+        source = self.sources[n - 1]
+        key = (source["source_id"], n, occurrence)
+        if key not in self.markers:
+            self.markers[key] = _marker_html(source, prefix=prefix, occurrence=occurrence)
+        return self.markers[key]
 
     def apply(self, text: str) -> str:
         def replace(match: re.Match[str]) -> str:
@@ -125,56 +136,28 @@ def _percent(score: Any) -> str:
 
 
 def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str:
-    n = source["n"]
-    card_id = f"{prefix}-cite-{n}-{occurrence}"  # a source cited twice has two cards: ids stay unique
-    page = "N/A" if source.get("page_number") is None else source["page_number"]
-    section = source.get("section") or "N/A"
     full = source.get("snippet_full") or ""
     short = source.get("snippet") or ""
-    expandable = len(full) > len(short.removesuffix("..."))
-    link = (
-        format_html('<a class="cite-open" href="{}">Open document</a>', source["url"]) if source.get("url") else ""
-    )
-    more = (
-        format_html(
-            '<button type="button" class="cite-more" aria-expanded="false" aria-controls="{}-full">Show full passage</button>',
-            card_id,
-        )
-        if expandable
-        else ""
-    )
-    return format_html(
-        '<span class="cite" data-n="{n}">'
-        '<button type="button" class="cite-marker" aria-describedby="{id}" aria-label="Source {n}: {doc}">{n}</button>'
-        '<span class="cite-card" role="tooltip" id="{id}">'
-        '<span class="cite-head"><span class="cite-num">{n}</span><span class="cite-doc">{doc}</span></span>'
-        '<span class="cite-meta">Page {page} · Section {section} · Relevance {rel}</span>'
-        '{verified}'
-        '<span class="cite-snippet">{short}</span>'
-        '<span class="cite-full" id="{id}-full">{full}</span>'
-        '<span class="cite-actions">{more}{link}</span>'
-        "</span></span>",
-        n=n,
-        id=card_id,
-        doc=source.get("document_name") or "Document",
-        page=page,
-        section=section,
-        rel=_percent(source.get("relevance_score")),
-        short=short,
-        full=full,
-        more=more,
-        link=link,
-        verified=_verified_html(source),
-    )
-
-
-def _verified_html(source: dict[str, Any]) -> str:
-    """Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>"."""
     meta = source.get("metadata") or {}
-    if not meta.get("verified"):
-        return ""
-    return format_html(
-        '<span class="cite-verified">✓ Verified by {}, {}</span>', meta.get("verified_by") or "an owner", meta.get("verified_at") or ""
+    n = str(source["n"])  # a str, not an int: the template would localise an int, which costs more than the rest
+    return render_partial(
+        "chat/_cite.html",
+        {
+            "n": n,
+            "id": f"{prefix}-cite-{n}-{occurrence}",  # a source cited twice has two cards: ids stay unique
+            "doc": source.get("document_name") or "Document",
+            "page": "N/A" if source.get("page_number") is None else str(source["page_number"]),
+            "section": source.get("section") or "N/A",
+            "rel": _percent(source.get("relevance_score")),
+            "short": short,
+            "full": full,
+            "expandable": len(full) > len(short.removesuffix("...")),
+            "url": source.get("url") or "",
+            # Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>".
+            "verified": bool(meta.get("verified")),
+            "verified_by": meta.get("verified_by") or "an owner",
+            "verified_at": meta.get("verified_at") or "",
+        },
     )
 
 
@@ -189,14 +172,7 @@ def _render_piece(text: str, numbering: _Numbering, *, prefix: str, streaming: b
     if streaming:
         text = _PARTIAL_MARKER_RE.sub("", text)
     html = markdown_to_html(numbering.apply(text))
-    by_n = {s["n"]: s for s in numbering.sources}
-
-    def marker(match: re.Match[str]) -> str:
-        n = int(match.group(1))
-        numbering.seen[n] = numbering.seen.get(n, 0) + 1
-        return _marker_html(by_n[n], prefix=prefix, occurrence=numbering.seen[n])
-
-    return _PLACEHOLDER_RE.sub(marker, html)
+    return _PLACEHOLDER_RE.sub(lambda match: numbering.marker_html(int(match.group(1)), prefix=prefix), html)
 
 
 # A draft grows at its end; what lies before its last blank line is settled, unless the next block

@@ -28,14 +28,13 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
-from django.template.loader import render_to_string
-from django.utils.html import format_html
 
 from chat import presenters, selectors, services
 from chat.models import Message
 from chat.rendering import DraftRenderer
 from chat.signals import answer_completed
 from ragchat import runtime
+from ragchat.partials import render_partial
 from ragchat.services.errors import (
     ContextError,
     LLMConnectionError,
@@ -93,6 +92,7 @@ class Turn:
     started: float = field(default_factory=time.perf_counter)
     task: asyncio.Task | None = None
     renderer: DraftRenderer | None = None
+    body_shell: tuple[str, str] | None = None  # the streamed frame's wrapper around the body
 
     @property
     def prefix(self) -> str:
@@ -128,15 +128,25 @@ def _draft_body(turn: Turn) -> str:
 
 def draft_article_html(turn: Turn, *, oob: str = "true") -> str:
     """The whole draft as it stands (first frame, and a snapshot for a tab that connects late)."""
-    return render_to_string("chat/_draft.html", {"turn": turn, "body": _draft_body(turn), "oob": oob})
+    return render_partial("chat/_draft.html", {"turn": turn, "body": _draft_body(turn), "oob": oob})
 
 
 def _stage_html(turn: Turn) -> str:
-    return render_to_string("chat/_stage.html", {"turn": turn})
+    return render_partial("chat/_stage.html", {"turn": turn})
+
+
+_BODY_SLOT = "\ue003"  # a private-use character: never in rendered Markdown, which nh3 passes through
 
 
 def _body_html(turn: Turn) -> str:
-    return f'<div id="{turn.prefix}-body" class="msg-body md" hx-swap-oob="innerHTML">{_draft_body(turn)}</div>'
+    """A streamed frame: the draft's body in its oob wrapper. The wrapper is rendered once per turn
+    and split around the body's slot: a template render per frame cost more than the frame's text."""
+    if turn.body_shell is None:
+        shell = render_partial("chat/_draft_body.html", {"prefix": turn.prefix, "body": _BODY_SLOT})
+        head, tail = shell.split(_BODY_SLOT)
+        turn.body_shell = (head, tail)
+    head, tail = turn.body_shell
+    return head + _draft_body(turn) + tail
 
 
 class _PartialSaver:
@@ -241,20 +251,11 @@ async def turn_start(*, session_id, user, user_message: Message, title: str = ""
         draft = await database_sync_to_async(services.message_create_draft)(session_id=session_id, reply_to=user_message)
         turn.message_id = draft.pk
         user_html = await database_sync_to_async(presenters.message_html)(user_message)
-        title_html = (
-            format_html(
-                '<h1 id="chat-title" class="chat-title" title="{0}" hx-swap-oob="true">{0}</h1>'
-                '<span id="session-title-{1}" class="session-title" hx-swap-oob="true">{0}</span>',
-                title,
-                session_id,
-            )
-            if title
-            else ""
+        frame = render_partial(
+            "chat/_turn_start.html",
+            {"user_html": user_html, "turn": turn, "body": _draft_body(turn), "title": title, "session_id": session_id},
         )
-        await group_send_html(
-            session_id,
-            f'<div id="messages" hx-swap-oob="beforeend">{user_html}{draft_article_html(turn, oob="")}</div>{title_html}',
-        )
+        await group_send_html(session_id, frame)
     except BaseException:
         _turns.pop(key, None)
         raise
