@@ -1,9 +1,11 @@
 """Writes: create, replace, ingest, re-index and delete documents; tags.
 
-Ingestion (R-DOC-3): parse -> chunk -> embed in batches -> upsert, with progress reported after each
-step. Integrity (R-DOC-6): one document per content hash per tenant; a new version deletes the old
-chunks before the new ones go in; any failure deletes whatever was upserted and marks the document
-failed with a reason the uploader can read; delete removes every vector and checks the count.
+Ingestion runs the core pipeline (ragchat/services/ingestion.py: parse -> chunk -> embed in batches
+-> upsert); this module adds what is Django's: claiming the queued row, stage and progress written
+to it after each step and pushed to the tenant's pages, purging the vectors on failure.
+Integrity (R-DOC-6): one document per content hash per tenant; a new version deletes the old chunks
+before the new ones go in; any failure deletes whatever was upserted and marks the document failed
+with a reason the uploader can read; delete removes every vector and checks the count.
 """
 from __future__ import annotations
 
@@ -24,18 +26,9 @@ from django.utils.text import slugify
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
 from documents.selectors import tags_uploadable_by
 from ragchat import runtime
-from ragchat.services.errors import (
-    DocumentError,
-    EmbeddingError,
-    EmptyDocumentError,
-    VectorStoreError,
-)
-from ragchat.services.parsing import (
-    DEFAULT_MAX_UNPACKED_BYTES,
-    detect_kind,
-    parse_document,
-    safe_filename,
-)
+from ragchat.services.errors import DocumentError, EmbeddingError, VectorStoreError
+from ragchat.services.ingestion import document_name, ingest_document
+from ragchat.services.parsing import ParsedDocument, detect_kind, safe_filename
 
 logger = logging.getLogger(__name__)
 
@@ -271,7 +264,8 @@ def failure_message(error: BaseException) -> str:
 
 
 async def document_ingest(document_id: str, *, report: ProgressReporter | None = None) -> IngestResult:
-    """Parse, chunk, embed in batches and upsert one queued document; on any failure, leave no vectors.
+    """Ingest one queued document through the core pipeline (ragchat.services.ingestion), writing
+    its stage and progress to the row; on any failure, leave no vectors.
 
     `report` is awaited after each step with the document (stage/progress set) — by default it
     pushes the row to the tenant's open pages. An exception from it fails the ingestion like any
@@ -284,59 +278,27 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         status, chunks = current if current else ("missing", 0)
         return IngestResult(str(document_id), status, chunks)
     await report(document)
-    rag = runtime.rag_settings()
-    tenant_id = document.tenant_id
-    doc_id = document.document_id
     vectors = None
     try:
         embedder = runtime.embedder()
         vectors = await runtime.ready_vector_service()
         await documents_purge_failed_vectors(vectors=vectors)  # a store that was down is back
         data = await asyncio.to_thread(_read_original, document)
-        parsed = await asyncio.to_thread(
-            parse_document,
+        result = await ingest_document(
             data=data,
             filename=document.original_filename,
-            max_bytes=settings.RAGCHAT_MAX_UPLOAD_BYTES,
-            max_unpacked_bytes=DEFAULT_MAX_UNPACKED_BYTES,
-        )
-        await _save(document, stage="Splitting into chunks", progress=10, title=parsed.title[:300] or document.title,
-                    mime_type=parsed.mime_type, kind=parsed.kind, pages=parsed.pages)
-        await report(document)
-        from ragchat.services.chunking import chunk_document, chunk_records
-
-        chunks = await asyncio.to_thread(
-            chunk_document,
-            parsed=parsed,
-            chunk_size=rag.effective_chunk_size,
-            overlap=rag.chunk_overlap_tokens,
-            count_tokens=embedder.count_tokens,
-        )
-        if not chunks:
-            raise EmptyDocumentError("No text to index was found in this file.")
-        records = chunk_records(
-            chunks=chunks,
-            document_id=doc_id,
-            document_name=document.title,
+            document_id=document.document_id,
+            tenant_id=document.tenant_id,
             tags=document._tag_slugs,  # type: ignore[attr-defined]
-            tenant_id=tenant_id,
+            fallback_name=document.title,
             metadata=document.chunk_metadata,
+            store=vectors,
+            embedder=embedder,
+            settings=runtime.rag_settings(),
+            max_bytes=settings.RAGCHAT_MAX_UPLOAD_BYTES,
+            on_parsed=lambda parsed: _parsed(document, parsed, report=report),
+            progress=lambda stage, done, total: _progress(document, stage, done, total, report=report),
         )
-        # A new version (or a re-index) replaces the chunks: the old ones go first.
-        await vectors.delete_document(doc_id, tenant_id=tenant_id)
-        batch_size = max(1, rag.embedding_batch_size)
-        done = 0
-        for start in range(0, len(records), batch_size):
-            batch = records[start : start + batch_size]
-            embedded = await embedder.embed_documents([r.chunk_text for r in batch])
-            await vectors.upsert_chunks(batch, embedded)
-            done += len(batch)
-            await _save(document, stage=f"Indexed {done} of {len(records)} chunks",
-                        progress=10 + int(88 * done / len(records)))
-            await report(document)
-        stored = await vectors.count(document_id=doc_id, tenant_id=tenant_id)
-        if stored != len(records):
-            raise VectorStoreError(f"expected {len(records)} chunks in the index, found {stored}")
     except Exception as e:
         return await _fail(document, e, vectors=vectors, report=report)
     await _save(
@@ -344,13 +306,28 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         status=Document.Status.READY,
         stage="Ready",
         progress=100,
-        chunk_count=len(records),
-        warnings=list(parsed.warnings),
+        chunk_count=result.chunk_count,
+        warnings=list(result.parsed.warnings),
         indexed_at=timezone.now(),
     )
     await report(document)
-    logger.info("document indexed", extra={"document_id": doc_id, "chunks": len(records)})
-    return IngestResult(doc_id, document.status, len(records))
+    logger.info("document indexed", extra={"document_id": result.document_id, "chunks": result.chunk_count,
+                                           "seconds": result.timings.as_dict()})
+    return IngestResult(result.document_id, document.status, result.chunk_count)
+
+
+async def _parsed(document: Document, parsed: ParsedDocument, *, report: ProgressReporter) -> None:
+    title = document_name(parsed, fallback=document.title)
+    await _save(document, stage="Splitting into chunks", progress=10, title=title,
+                mime_type=parsed.mime_type, kind=parsed.kind, pages=parsed.pages)
+    await report(document)
+
+
+async def _progress(document: Document, stage: str, done: int, total: int, *, report: ProgressReporter) -> None:
+    if stage != "upsert":  # the row shows stored chunks; parsing has its own step (_parsed)
+        return
+    await _save(document, stage=f"Indexed {done} of {total} chunks", progress=10 + int(88 * done / total))
+    await report(document)
 
 
 async def _fail(document: Document, error: BaseException, *, vectors, report: ProgressReporter) -> IngestResult:

@@ -3,9 +3,9 @@ questions, measure.
 
 - Scratch: an embedded Qdrant under a temporary directory with its own collection name; the live
   store (settings.qdrant_path / QDRANT_URL) is never opened.
-- Ingestion is the product's: parse_document -> chunk_document (sized to the embedder) -> the
-  configured embedder -> VectorService.upsert_chunks. The top-level subfolder of a file is its
-  tag; files at the root are "public". The same chunks (same vectors) are also stored under an
+- Ingestion is the product's own pipeline (ragchat/services/ingestion.py: parse -> chunk sized to
+  the embedder -> embed in batches -> upsert). The top-level subfolder of a file is its tag; files
+  at the root are "public". The same chunks (same vectors) are also stored under an
   intruder tenant: a tenant filter that failed would return them first.
 - Per question and mode (hybrid, dense, bm25): the retrieval query (build_retrieval_query over the
   question's history, as the chat does), a search as the asker (their tags, default: every tag),
@@ -19,7 +19,6 @@ questions, measure.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import random
@@ -33,10 +32,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ragchat.evaluation import metrics
-from ragchat.services.chunking import chunk_document, chunk_records
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import build_embedder
-from ragchat.services.parsing import detect_kind, parse_document
+from ragchat.services.ingestion import STAGES, ingest_document
 from ragchat.services.retrieval import build_retrieval_query, get_quality_context
 from ragchat.services.types import ChatMessage, SearchResult
 from ragchat.services.vector_store import PUBLIC_TAG, SEARCH_MODES, VectorService
@@ -67,7 +65,7 @@ class CorpusIndex:
     chunks: int
     failed: dict[str, str] = field(default_factory=dict)  # path -> reason
     seconds: float = 0.0
-    stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(("parse", "chunk", "embed", "upsert"), 0.0))
+    stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
 
     @property
     def path_of(self) -> dict[str, str]:
@@ -123,55 +121,39 @@ def corpus_files(folder: str | Path) -> list[tuple[str, str]]:
 async def ingest_folder(
     service: VectorService, *, folder: str | Path, settings: RAGSettings, intruder_twins: bool = True
 ) -> CorpusIndex:
-    """Parse, chunk, embed and upsert every file (and, unless told not to, its intruder-tenant twin)."""
+    """Every file through the product's ingestion pipeline (and, unless told not to, its
+    intruder-tenant twin: the same chunks and vectors under another tenant and document id)."""
     started = time.perf_counter()
-    embedder = service.embedder
     index = CorpusIndex(documents={}, tags={}, chunks=0)
     for relative, tag in corpus_files(folder):
-        data = (Path(folder) / relative).read_bytes()
+        document_id = str(uuid.uuid4())
         try:
-            t0 = time.perf_counter()
-            detect_kind(data=data, filename=relative)
-            parsed = await asyncio.to_thread(parse_document, data=data, filename=PurePosixPath(relative).name)
-            t1 = time.perf_counter()
-            chunks = await asyncio.to_thread(
-                chunk_document,
-                parsed=parsed,
-                chunk_size=settings.effective_chunk_size,
-                overlap=settings.chunk_overlap_tokens,
-                count_tokens=embedder.count_tokens,
+            result = await ingest_document(
+                data=(Path(folder) / relative).read_bytes(),
+                filename=PurePosixPath(relative).name,
+                document_id=document_id,
+                tenant_id=TENANT,
+                tags=(tag,),
+                fallback_name=relative,
+                metadata={"path": relative},
+                store=service,
+                embedder=service.embedder,
+                settings=settings,
+                keep_vectors=intruder_twins,
             )
-        except Exception as e:  # a file the product would refuse: reported, not fatal
+        except Exception as e:  # a file the product would fail: reported, not fatal, nothing left behind
+            await service.delete_document(document_id, tenant_id=TENANT)
             index.failed[relative] = f"{type(e).__name__}: {e}"
             continue
-        t2 = time.perf_counter()
-        index.stage_seconds["parse"] += t1 - t0
-        index.stage_seconds["chunk"] += t2 - t1
-        if not chunks:
-            index.failed[relative] = "no chunks"
-            continue
-        document_id = str(uuid.uuid4())
-        records = chunk_records(
-            chunks=chunks,
-            document_id=document_id,
-            document_name=parsed.title or relative,
-            tags=(tag,),
-            tenant_id=TENANT,
-            metadata={"path": relative},
-        )
-        t0 = time.perf_counter()
-        vectors = await embedder.embed_documents([r.chunk_text for r in records])
-        t1 = time.perf_counter()
-        await service.upsert_chunks(records, vectors)
-        index.stage_seconds["embed"] += t1 - t0
-        index.stage_seconds["upsert"] += time.perf_counter() - t1
+        for stage, seconds in result.timings.as_dict().items():
+            index.stage_seconds[stage] += seconds
         if intruder_twins:
             twin_id = str(uuid.uuid4())
-            twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in records]
-            await service.upsert_chunks(twins, vectors)
+            twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in result.records]
+            await service.upsert_chunks(twins, result.vectors)
         index.documents[relative] = document_id
         index.tags[relative] = tag
-        index.chunks += len(records)
+        index.chunks += result.chunk_count
     index.seconds = time.perf_counter() - started
     return index
 

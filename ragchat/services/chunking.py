@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from ragchat.services.parsing import ParsedDocument, TextBlock
-from ragchat.services.types import ChunkRecord
 
 # Prefer starting the overlap at a sentence start when that is this close to the setting.
 OVERLAP_SENTENCE_SLACK = 10
@@ -337,30 +336,3 @@ def _piece_starts(pieces: list[_Piece]) -> list[int]:
         offset += len(piece.text)
     return starts
 
-
-def chunk_records(
-    *,
-    chunks: Iterable[Chunk],
-    document_id: str,
-    document_name: str,
-    tags: Iterable[str],
-    tenant_id: str,
-    metadata: dict | None = None,
-) -> list[ChunkRecord]:
-    """The chunks of one document as the records the vector store indexes (its payload)."""
-    tags = tuple(tags)
-    return [
-        ChunkRecord(
-            document_id=document_id,
-            chunk_index=chunk.chunk_index,
-            document_name=document_name,
-            chunk_text=chunk.text,
-            tags=tags,
-            tenant_id=tenant_id,
-            page_number=chunk.page_number,
-            section=chunk.section,
-            token_count=chunk.token_count,
-            metadata=dict(metadata or {}),
-        )
-        for chunk in chunks
-    ]
