@@ -1,6 +1,12 @@
 """Live document rows: ingestion pushes "document.changed" to the tenant's group; each connected page
-gets the row re-rendered for its own user (access re-checked per event), or a removal."""
+gets the row re-rendered for its own user (access re-checked per event), or its removal.
+
+Frames out (htmx ws extension, as every live page): the row as an out-of-band fragment (replaced in
+place, or inserted at the top when the page does not show it yet), then the reader's document count.
+"""
 from __future__ import annotations
+
+import uuid
 
 from channels.db import database_sync_to_async
 from django.http import Http404
@@ -8,6 +14,7 @@ from django.http import Http404
 from documents.models import Document
 from documents.services import progress_group
 from ragchat.consumers import UserGroupConsumer
+from ragchat.partials import render_partial
 
 
 class DocumentProgressConsumer(UserGroupConsumer):
@@ -15,36 +22,32 @@ class DocumentProgressConsumer(UserGroupConsumer):
         return progress_group(user.tenant_id)
 
     async def document_changed(self, event):
-        message = await self._row(str(event.get("document_id", "")))
-        if message is not None:
-            await self.send_json(message)
+        # A table row and the count cannot share a frame: HTML parses a <tr> only among table parts.
+        for frame in await self._frames(str(event.get("document_id", ""))):
+            await self.send(text_data=frame)
 
     @database_sync_to_async
-    def _row(self, document_id: str) -> dict | None:
-        from documents.selectors import document_for_user
-        from documents.views import render_row
+    def _frames(self, document_id: str) -> list[str]:
+        from documents.selectors import document_for_user, documents_for_user
+        from documents.views import row_context
 
         try:
             self.user.refresh_from_db(fields=["is_active", "is_superuser", "tenant_id"])
         except type(self.user).DoesNotExist:
-            return None  # the account was deleted while the page was open
+            return []  # the account was deleted while the page was open
         try:
             document = document_for_user(user=self.user, document_id=document_id)
         except Http404:
-            if Document.objects.filter(pk=document_id).exists() if _is_uuid(document_id) else False:
-                return None  # exists but is not theirs: say nothing
-            return {"id": f"doc-{document_id}", "html": "", "status": "deleted"}
-        return {
-            "id": f"doc-{document.id}",
-            "html": render_row(user=self.user, document=document),
-            "status": document.status,
-            "chunks": document.chunk_count,
-        }
+            if _is_uuid(document_id) and Document.objects.filter(pk=document_id).exists():
+                return []  # exists but is not theirs: say nothing
+            row = render_partial("documents/_row_removed.html", {"document_id": document_id})
+        else:
+            row = render_partial("documents/_row.html", {**row_context(user=self.user, document=document), "live": True})
+        total = documents_for_user(user=self.user).count()
+        return [row, render_partial("documents/_count.html", {"total": total, "oob": True})]
 
 
 def _is_uuid(value: str) -> bool:
-    import uuid
-
     try:
         uuid.UUID(value)
     except ValueError:

@@ -2,7 +2,9 @@
 own user's group (the client cannot choose another: frames it sends are ignored), and each event is
 re-checked against the user's inbox before anything is sent.
 
-Frames out (JSON): {"op": "upsert", "id": row id, "html": row, "open": count} or {"op": "remove", ...}.
+Frames out (htmx ws extension, as every live page): the question's row as an out-of-band fragment,
+moved to the top of the list (or deleted once it has left the inbox), then the open count, the
+navigation badge and the empty state (templates/routing/_inbox_live.html).
 """
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from channels.db import database_sync_to_async
 from django.http import Http404
 
 from ragchat.consumers import UserGroupConsumer
+from ragchat.partials import render_partial
 from routing import selectors
 from routing.services import user_group_name
 
@@ -25,12 +28,10 @@ class InboxConsumer(UserGroupConsumer):
     async def inbox_question(self, event):
         frame = await self._frame(event.get("question_id"))
         if frame is not None:
-            await self.send_json(frame)
+            await self.send(text_data=frame)
 
     @database_sync_to_async
-    def _frame(self, question_id) -> dict | None:
-        from routing.views import render_inbox_row
-
+    def _frame(self, question_id) -> str | None:
         self.user.refresh_from_db(fields=["is_active", "is_superuser", "is_staff", "tenant_id"])
         try:
             question = selectors.question_for_user(user=self.user, question_id=question_id)
@@ -38,6 +39,7 @@ class InboxConsumer(UserGroupConsumer):
             return None  # not theirs (or gone): say nothing
         open_count = selectors.inbox_open_count(user=self.user)
         rows = [r for r in selectors.inbox_rows(user=self.user) if row_id(r.question) == row_id(question)]
-        if not rows:
-            return {"op": "remove", "id": row_id(question), "open": open_count}
-        return {"op": "upsert", "id": row_id(question), "html": render_inbox_row(row=rows[0]), "open": open_count}
+        return render_partial(
+            "routing/_inbox_live.html",
+            {"row": rows[0] if rows else None, "row_id": row_id(question), "open_count": open_count},
+        )

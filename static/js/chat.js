@@ -1,14 +1,13 @@
 // Chat page behaviour that HTML and CSS cannot do alone: Enter to send, clearing the composer,
-// following the answer as it streams (only while the reader is at the bottom), the connection
-// state, source cards that stay on screen and expand to the full passage, and a fallback for
-// fragments whose target is not on the page yet (a message delivered while this tab was away).
+// following the answer as it streams (only while the reader is at the bottom), and source cards that
+// stay on screen and expand to the full passage. The live updates themselves (fragments, a message
+// whose target is not on the page yet, the connection state) are live.js's, as on every page.
 (function () {
   "use strict";
 
   const messages = document.getElementById("messages");
   const composer = document.getElementById("composer");
   const question = document.getElementById("question");
-  const conn = document.getElementById("conn");
   if (!messages || !composer) return;
 
   // ---- auto-scroll: follow new content only if the reader has not scrolled up -------------
@@ -40,27 +39,6 @@
       question.focus();
       pinned = true;
       toBottom();
-    }
-  });
-
-  // ---- connection state ---------------------------------------------------------------------
-  const setConn = (state, text) => {
-    if (!conn) return;
-    conn.dataset.state = state;
-    conn.querySelector(".conn-text").textContent = text;
-  };
-  document.body.addEventListener("htmx:wsConnecting", () => setConn("connecting", "Connecting…"));
-  document.body.addEventListener("htmx:wsOpen", () => setConn("open", "Connected"));
-  document.body.addEventListener("htmx:wsClose", () => setConn("closed", "Reconnecting…"));
-
-  // ---- a message for a tab that does not show its target yet: append it -----------------------
-  document.body.addEventListener("htmx:oobErrorNoTarget", (e) => {
-    const el = e.detail && e.detail.content;
-    if (el && el.matches && el.matches("article.msg")) {
-      el.removeAttribute("hx-swap-oob");
-      messages.appendChild(el);
-      if (window.htmx) window.htmx.process(el);
-      if (pinned) toBottom();
     }
   });
 
@@ -120,11 +98,5 @@
       cite.classList.remove("pinned");
       cite.querySelector(".cite-marker").blur();
     }
-  });
-
-  // ---- confirm destructive forms -----------------------------------------------------------------
-  document.addEventListener("submit", (e) => {
-    const msg = e.target.dataset && e.target.dataset.confirm;
-    if (msg && !window.confirm(msg)) e.preventDefault();
   });
 })();

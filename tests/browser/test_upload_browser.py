@@ -2,7 +2,7 @@
 (websocket pushes, no reload). Screenshot: test-artifacts/documents-upload.png."""
 from __future__ import annotations
 
-import json
+import re
 
 import pytest
 
@@ -23,13 +23,21 @@ def uploader(daphne_server):
     return "uma"
 
 
+def _rows(frame: str) -> list[dict]:
+    """The document rows an HTML frame of the live feed carries (out-of-band <tr> fragments)."""
+    return [
+        {"id": m.group(1), "status": m.group(2)}
+        for m in re.finditer(r'<tr id="(doc-[^"]+)" class="doc-row" data-status="(\w+)"', frame)
+    ]
+
+
 def test_upload_two_files_and_watch_them_become_ready(live_server_url, uploader, browser_page):
     page = browser_page
     frames: list[dict] = []
-    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.append(json.loads(payload))))
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda payload: frames.extend(_rows(payload))))
     sign_in(page, live_server_url, uploader, PASSWORD)
     page.goto(live_server_url + "/documents/")
-    page.wait_for_selector("body[data-docs-live='1']", timeout=10_000)
+    page.wait_for_selector("#ws-state[data-state=open]", timeout=10_000)
     page.evaluate("window.__noReload = true")
 
     pdf = make_pdf([" ".join(lorem_sentences(60, seed=s)) for s in range(4)], title="Quarterly budget")

@@ -147,9 +147,11 @@ def test_consumer_refuses_anonymous_and_pushes_rows_the_user_may_read(people, up
         outsider.scope["user"] = people["outsider"]
         assert (await member.connect())[0] and (await outsider.connect())[0]
         await broadcast_document(document)
-        message = await member.receive_json_from(timeout=5)
-        assert message["id"] == f"doc-{document.id}" and message["status"] == "ready"
-        assert "live.txt" in message["html"]
+        row = await member.receive_from(timeout=5)  # an out-of-band row fragment, as every live page gets
+        assert f'<tr id="doc-{document.id}"' in row and 'data-status="ready"' in row
+        assert 'hx-swap-oob="true"' in row and "live.txt" in row
+        count = await member.receive_from(timeout=5)
+        assert 'id="document-count"' in count and 'hx-swap-oob="true"' in count and ">1 document<" in count
         assert await outsider.receive_nothing(timeout=0.3)
         await member.disconnect()
         await outsider.disconnect()

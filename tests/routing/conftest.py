@@ -3,7 +3,6 @@ documents exist both as Document rows (tags in the database) and as chunks in em
 helpers that ask through the real chat websocket (fake Ollama, hashing embedder)."""
 from __future__ import annotations
 
-import json
 import uuid
 
 import pytest
@@ -166,8 +165,9 @@ class InboxSocket:
         connected, _ = await self.comm.connect(timeout=5)
         return connected
 
-    async def receive(self, timeout: float = 5) -> dict:
-        return json.loads(await self.comm.receive_from(timeout=timeout))
+    async def receive(self, timeout: float = 5) -> str:
+        """One frame: HTML fragments with hx-swap-oob (the htmx ws extension applies them)."""
+        return await self.comm.receive_from(timeout=timeout)
 
     async def close(self) -> None:
         await self.comm.disconnect()

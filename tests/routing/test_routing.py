@@ -217,14 +217,16 @@ async def test_inbox_socket_only_hears_its_own_users_questions(asker, owner, str
     await ask(asker, PARKING_Q)
     frame = await owner_tab.receive()
     [question] = await routed()
-    assert frame["op"] == "upsert" and frame["open"] == 1 and PARKING_Q in frame["html"]
-    assert reverse("routing:question", args=[question.pk]) in frame["html"]
+    row = f'id="inbox-q{question.pk}"' if question.group_id is None else f'id="inbox-g{question.group_id}"'
+    assert row in frame and "data-live-move" in frame and PARKING_Q in frame  # moved to the top (upsert)
+    assert 'id="inbox-open-count" hx-swap-oob="true">1<' in frame
+    assert reverse("routing:question", args=[question.pk]) in frame
     assert await spy.comm.receive_nothing(timeout=0.5)
 
     # Answered: the row leaves the owner's inbox live; the spy still hears nothing.
     await sync_to_async(question_answer)(question=question, user=owner, text="At the facilities desk.")
     frame = await owner_tab.receive()
-    assert frame["op"] == "remove" and frame["open"] == 0
+    assert f'{row} hx-swap-oob="delete"' in frame and 'id="inbox-open-count" hx-swap-oob="true">0<' in frame
     assert await spy.comm.receive_nothing(timeout=0.5)
     await owner_tab.close()
     await spy.close()
