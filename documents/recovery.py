@@ -83,11 +83,17 @@ async def documents_recover_interrupted(*, started_before: datetime) -> Recovery
 
 
 def recover_on_first_call(application):
-    """Wrap the ASGI application: the first call (HTTP or websocket) first runs the recovery once."""
+    """Wrap the ASGI application: the first call (HTTP or websocket) first runs the recovery once.
+
+    Every call also notes the loop it is served on: sync views hand background ingestion to it.
+    """
+    from documents.tasks import note_server_loop
+
     started_at = timezone.now()
     state = {"done": False}
 
     async def app(scope, receive, send):
+        note_server_loop()
         if not state["done"] and scope.get("type") in ("http", "websocket"):
             state["done"] = True  # set before awaiting: concurrent first calls do not run it twice
             await _recover(started_at)

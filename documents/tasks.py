@@ -9,8 +9,11 @@
   it is the backport of Django 6.0's built-in tasks API (no new concepts, moves into Django core),
   and its database backend needs no broker beyond the PostgreSQL we already run.
 
-Outside a server (management commands, tests with the sync client) there is no long-lived loop to
-hand work to, so ingestion runs to completion before enqueue returns.
+A sync view runs in a worker thread, away from the server's loop: the ASGI application records the
+loop it is served on (`note_server_loop`, called by documents.recovery's wrapper on every call) and
+the view hands the ingestion to it. Outside a server (management commands, tests with the sync
+client) there is no long-lived loop to hand work to, so ingestion runs to completion before enqueue
+returns.
 """
 from __future__ import annotations
 
@@ -18,7 +21,7 @@ import asyncio
 import contextvars
 import logging
 
-from asgiref.sync import SyncToAsync, async_to_sync
+from asgiref.sync import async_to_sync
 from django.conf import settings
 from django_tasks import task
 
@@ -26,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 _semaphores: dict[int, asyncio.Semaphore] = {}
 _running: set[asyncio.Task] = set()  # strong references: the loop only keeps weak ones
+_served_on: asyncio.AbstractEventLoop | None = None  # the loop of the latest ASGI call
 
 
 @task(queue_name="ingestion")
@@ -61,9 +65,15 @@ def _spawn(document_id: str) -> asyncio.Task:
     return task_
 
 
+def note_server_loop() -> None:
+    """Remember the running loop as the server's; called from the ASGI application's coroutine."""
+    global _served_on
+    _served_on = asyncio.get_running_loop()
+
+
 def _server_loop() -> asyncio.AbstractEventLoop | None:
-    """The server's event loop when called from a sync view that Django runs for an ASGI server."""
-    loop = getattr(SyncToAsync.threadlocal, "main_event_loop", None)
+    """The server's event loop, while it serves (a loop a test ran earlier is closed or stopped)."""
+    loop = _served_on
     if loop is not None and loop.is_running() and not loop.is_closed():
         return loop
     return None

@@ -164,16 +164,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # (embedded mode: the on-disk Qdrant can only be opened by one process); "tasks" enqueues it with
 # django-tasks' database backend (django-tasks-db) for `manage.py db_worker` processes (needs QDRANT_URL,
 # and REDIS_URL for live progress). See docs/ingestion.md.
+# That one setting decides: django-tasks is only reached with "tasks" (documents/tasks.py), so its
+# own setting does not repeat the choice; it always names the database backend the workers read.
 RAGCHAT_INGEST_BACKEND = env.str("RAGCHAT_INGEST_BACKEND", default="inprocess")
 RAGCHAT_INGEST_CONCURRENCY = env.int("RAGCHAT_INGEST_CONCURRENCY", default=2)
-TASKS = {
-    "default": {
-        "BACKEND": "django_tasks_db.DatabaseBackend"
-        if RAGCHAT_INGEST_BACKEND == "tasks"
-        else "django_tasks.backends.immediate.ImmediateBackend",
-        "QUEUES": ["default", "ingestion"],
-    }
-}
+TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "ingestion"]}}
 
 # Health: Ollama is optional in embedded mode (answers degrade to cited passages + routing).
 RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)

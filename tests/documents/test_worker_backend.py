@@ -17,8 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def test_enqueue_then_db_worker_indexes(settings, people, tags, vectors, rag_runtime):
     from django_tasks_db.models import DBTaskResult
 
-    settings.RAGCHAT_INGEST_BACKEND = "tasks"
-    settings.TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "ingestion"]}}
+    settings.RAGCHAT_INGEST_BACKEND = "tasks"  # the one setting: django-tasks' own needs no change
     document = services.document_create(user=people["owner"], data=make_text(["Queued for a worker."]),
                                         filename="worker.txt", tags=[tags["finance"]])
     assert ingestion_enqueue(document.id) == "worker"
