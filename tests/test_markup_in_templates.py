@@ -82,3 +82,36 @@ def test_the_allowlist_is_still_needed():
     for name in ALLOWED:
         assert name in names, f"{name} moved or is gone: update the allowlist"
         assert html_literals(names[name].read_text(encoding="utf-8")), f"{name} no longer needs an exception"
+
+
+TEMPLATES = ROOT / "templates"
+SCRIPTS = ROOT / "static" / "js"
+
+
+def test_one_confirm_pattern_and_no_inline_script():
+    """Confirmation is data-confirm (static/js/confirm.js) everywhere; no inline handlers or scripts,
+    which a Content-Security-Policy without 'unsafe-inline' would block."""
+    inline_handler = re.compile(r"\son[a-z]+\s*=", re.IGNORECASE)
+    inline_script = re.compile(r"<script(?![^>]*\bsrc=)[^>]*>", re.IGNORECASE)
+    problems = []
+    for path in sorted(TEMPLATES.rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        name = path.relative_to(TEMPLATES).as_posix()
+        problems += [f"{name}: hx-confirm" for _ in re.finditer(r"hx-confirm", text)]
+        problems += [f"{name}: inline handler" for _ in inline_handler.finditer(text)]
+        problems += [f"{name}: inline script" for _ in inline_script.finditer(text)]
+    assert problems == []
+
+
+def test_one_live_update_protocol():
+    """Live pages connect through htmx's ws extension (ws-connect); no script opens its own socket or
+    parses JSON frames."""
+    for path in sorted(SCRIPTS.glob("*.js")):
+        text = path.read_text(encoding="utf-8")
+        assert "new WebSocket(" not in text and "JSON.parse" not in text, path.name
+    live_pages = [p for p in TEMPLATES.rglob("*.html") if "ws-connect=" in p.read_text(encoding="utf-8")]
+    assert {p.relative_to(TEMPLATES).as_posix() for p in live_pages} == {
+        "chat/session.html",
+        "documents/list.html",
+        "routing/inbox.html",
+    }

@@ -159,6 +159,28 @@ def test_consumer_refuses_anonymous_and_pushes_rows_the_user_may_read(people, up
     async_to_sync(scenario)()
 
 
+@pytest.mark.django_db(transaction=True)
+def test_consumer_removes_a_deleted_row_out_of_band(people, upload):
+    from asgiref.sync import sync_to_async
+
+    from documents.services import document_delete
+
+    document = upload(make_text(["Soon gone."]), "gone.txt")
+
+    async def scenario():
+        member = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/")
+        member.scope["user"] = people["member"]
+        assert (await member.connect())[0]
+        await sync_to_async(document_delete)(document=await Document.objects.aget(pk=document.pk))
+        row = await member.receive_from(timeout=5)
+        assert row == f'<tr id="doc-{document.id}" hx-swap-oob="delete"></tr>'
+        count = await member.receive_from(timeout=5)
+        assert ">0 documents<" in count
+        await member.disconnect()
+
+    async_to_sync(scenario)()
+
+
 def test_document_stuck_in_processing_can_be_retried_once_stale(client, people, upload, vectors):
     from datetime import timedelta
 
