@@ -15,7 +15,7 @@ conversation, oldest first: the evaluator turns them into the follow-up's retrie
 core's build_retrieval_query, as the chat does); `kind` (fact, acronym, name, code, follow-up,
 multi) for per-kind breakdowns.
 
-Files are rendered with the generators in tests/docgen.py (fpdf2, python-docx, plain HTML,
+Files are rendered with the generators in ragchat/evaluation/docgen.py (fpdf2, python-docx, plain HTML,
 Markdown, text): the same ones the parser tests use, so nothing binary is committed.
 """
 from __future__ import annotations
@@ -576,7 +576,7 @@ def boilerplate(document: EvalDocument) -> list[Section]:
 
 def render(document: EvalDocument) -> bytes:
     """The document's bytes in the format its extension names (with its boilerplate sections)."""
-    from tests import docgen
+    from ragchat.evaluation import docgen
 
     document = EvalDocument(document.path, document.title, [*boilerplate(document)[:1], *document.sections,
                                                             *boilerplate(document)[1:]])

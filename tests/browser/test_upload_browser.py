@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.browser.conftest import ARTIFACTS, sign_in
-from tests.docgen import lorem_sentences, make_docx, make_pdf
+from ragchat.evaluation.docgen import lorem_sentences, make_docx, make_pdf
 
 pytestmark = pytest.mark.browser
 

@@ -5,7 +5,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from documents import selectors
-from tests.docgen import make_text
+from ragchat.evaluation.docgen import make_text
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ import pytest
 
 from documents import services
 from documents.models import Document
-from tests.docgen import (
+from ragchat.evaluation.docgen import (
     make_corrupt_pdf,
     make_exe,
     make_html,

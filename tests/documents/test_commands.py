@@ -9,7 +9,7 @@ from django.core.management.base import CommandError
 
 from documents.models import Document, Tag
 from documents.selectors import user_tag_slugs
-from tests.docgen import make_png, make_text
+from ragchat.evaluation.docgen import make_png, make_text
 
 pytestmark = pytest.mark.django_db
 

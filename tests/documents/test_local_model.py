@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.docgen import make_docx
+from ragchat.evaluation.docgen import make_docx
 
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 

@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from documents.consumers import DocumentProgressConsumer
 from documents.models import Document
 from documents.services import broadcast_document
-from tests.docgen import make_docx, make_png, make_text
+from ragchat.evaluation.docgen import make_docx, make_png, make_text
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}

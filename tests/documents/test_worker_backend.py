@@ -9,7 +9,7 @@ from django.core.management import call_command
 from documents import services
 from documents.models import Document
 from documents.tasks import ingestion_enqueue
-from tests.docgen import make_text
+from ragchat.evaluation.docgen import make_text
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -19,7 +19,7 @@ from documents import services
 from documents.models import Document
 from ragchat import runtime
 from tests.chat.conftest import VACATION_DOC, open_tab
-from tests.docgen import lorem_sentences, make_text
+from ragchat.evaluation.docgen import lorem_sentences, make_text
 from tests.ops.conftest import dead_port
 
 VACATION_Q = "How many vacation days do employees get per year?"

@@ -15,7 +15,7 @@ from documents.models import Document
 from documents.recovery import INTERRUPTED_MESSAGE, documents_recover_interrupted
 from ragchat import runtime
 from ragchat.services.types import ChunkRecord
-from tests.docgen import make_text
+from ragchat.evaluation.docgen import make_text
 
 pytestmark = pytest.mark.django_db
 

@@ -17,7 +17,7 @@ import pytest
 
 from documents.recovery import INTERRUPTED_MESSAGE
 from tests.browser.conftest import LiveServer
-from tests.docgen import lorem_sentences, make_text
+from ragchat.evaluation.docgen import lorem_sentences, make_text
 from ragchat.fake_ollama import FakeOllama
 
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')

@@ -7,7 +7,7 @@ import pytest
 from ragchat.services.chunking import Chunk, chunk_document, split_sentences
 from ragchat.services.config import RAGSettings
 from ragchat.services.parsing import ParsedDocument, TextBlock, parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 OVERLAP_TOLERANCE = 20  # seed 004 A6: overlap within +-20 tokens of the setting
 

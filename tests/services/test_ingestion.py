@@ -18,7 +18,7 @@ from ragchat.services.ingestion import (
     ingest_document,
 )
 from ragchat.services.vector_store import VectorService
-from tests.docgen import lorem_sentences, make_markdown, make_text
+from ragchat.evaluation.docgen import lorem_sentences, make_markdown, make_text
 
 TENANT = "default"
 

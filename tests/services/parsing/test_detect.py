@@ -10,7 +10,7 @@ from ragchat.services.errors import (
     UnsupportedDocumentError,
 )
 from ragchat.services.parsing import detect_kind, parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 @pytest.mark.parametrize(

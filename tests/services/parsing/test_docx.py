@@ -11,7 +11,7 @@ from ragchat.services.errors import (
     DocumentTooLargeError,
 )
 from ragchat.services.parsing import parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 def test_docx_headings_become_sections_and_tables_are_included():

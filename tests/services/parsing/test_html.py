@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ragchat.services.parsing import parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 def test_html_main_text_and_headings_without_script_style_or_navigation():

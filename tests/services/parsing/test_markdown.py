@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ragchat.services.parsing import parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 def test_markdown_headings_sections_and_code_blocks_kept():

@@ -9,7 +9,7 @@ from ragchat.services.errors import (
     EmptyDocumentError,
 )
 from ragchat.services.parsing import parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 def test_over_the_size_limit():

@@ -11,7 +11,7 @@ from ragchat.services.errors import (
     EncryptedDocumentError,
 )
 from ragchat.services.parsing import parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 def test_pdf_keeps_page_numbers_sections_and_title():

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ragchat.services.parsing import parse_document
-from tests import docgen
+from ragchat.evaluation import docgen
 
 
 def test_plain_text_paragraphs_and_title():

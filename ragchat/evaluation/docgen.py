@@ -1,4 +1,4 @@
-"""Small, real documents generated in code: for parser/chunker tests and for the demo corpus.
+"""Small, real documents generated in code: the evaluation corpus (corpus.py) and the tests use them.
 
 Nothing binary is committed; every file is built at the moment it is needed with the same
 libraries a user's tools would use (fpdf2 for PDF, python-docx for Word, pypdf to encrypt).
