@@ -12,12 +12,12 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from documents import selectors, services
 from documents.forms import FilterForm, ReplaceForm, UploadForm
 from documents.tasks import ingestion_enqueue
+from ragchat.partials import render_partial
 
 
 def row_context(*, user, document) -> dict:
@@ -25,7 +25,7 @@ def row_context(*, user, document) -> dict:
 
 
 def render_row(*, user, document) -> str:
-    return render_to_string("documents/_row.html", row_context(user=user, document=document))
+    return render_partial("documents/_row.html", row_context(user=user, document=document))
 
 
 @login_required

@@ -10,13 +10,13 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import selectors as chat_selectors
 from chat.models import Message
 from chat.rendering import render_answer
 from documents.selectors import tags_uploadable_by
+from ragchat.partials import render_partial
 from routing import selectors, services
 from routing.forms import AnswerForm
 from routing.models import RoutedQuestion
@@ -42,10 +42,6 @@ def inbox(request):
             "window_days": selectors.FIGURES_WINDOW_DAYS,
         },
     )
-
-
-def render_inbox_row(*, row: selectors.InboxRow) -> str:
-    return render_to_string("routing/_inbox_row.html", {"row": row})
 
 
 def _publish_tags(*, user, question: RoutedQuestion):
@@ -160,8 +156,8 @@ def escalate(request, message_id):
     except services.QuestionNotFound as e:
         raise Http404("No such answer.") from e
     except services.RoutingError as e:
-        return HttpResponse(render_to_string("routing/_escalated.html", {"error": str(e)}), status=400)
-    html = render_to_string("routing/_escalated.html", {"q": question})
+        return HttpResponse(render_partial("routing/_escalated.html", {"error": str(e)}), status=400)
+    html = render_partial("routing/_escalated.html", {"q": question})
     if request.htmx:
         return HttpResponse(html)
     messages.success(request, "Your question was sent.")
