@@ -13,8 +13,7 @@ import pytest
 from langchain_core.messages import HumanMessage, SystemMessage
 from langchain_ollama import ChatOllama, OllamaEmbeddings
 
-from ragchat.fake_ollama import DEFAULT_REPLY as DEFAULT_ANSWER
-from ragchat.fake_ollama import FakeOllama
+from ragchat.fake_ollama import DEFAULT_REPLY, FakeOllama
 
 DOC_A = "550e8400-e29b-41d4-a716-446655440000"
 DOC_B = "6ba7b810-9dad-41d1-80b4-00c04fd430c8"
@@ -249,5 +248,5 @@ def test_stream_pieces_and_stream_end_callback(fake_ollama: FakeOllama) -> None:
     assert [line["message"]["content"] for line in lines if not line["done"]] == ["one ", "two ", "three "]
     assert len(ended) == 1
     fake_ollama.reset()
-    assert ChatOllama(model="llama3.2", base_url=fake_ollama.url).invoke("q").content == DEFAULT_ANSWER
+    assert ChatOllama(model="llama3.2", base_url=fake_ollama.url).invoke("q").content == DEFAULT_REPLY
     assert len(ended) == 1  # reset() drops the callback
