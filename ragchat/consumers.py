@@ -1,10 +1,11 @@
-"""What the project's listen-only websockets share."""
+"""What the project's listen-only websockets share (documents list, inbox): they send HTML fragments
+with hx-swap-oob, as the chat does, for htmx's ws extension on the page."""
 from __future__ import annotations
 
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.generic.websocket import AsyncWebsocketConsumer
 
 
-class UserGroupConsumer(AsyncJsonWebsocketConsumer):
+class UserGroupConsumer(AsyncWebsocketConsumer):
     """A page that only listens: a signed-in, active user joins the one group `group_for(user)`
     names (the client cannot choose another; frames it sends are ignored). Anonymous or inactive
     users are refused before accept(), so the handshake itself fails."""
@@ -26,5 +27,5 @@ class UserGroupConsumer(AsyncJsonWebsocketConsumer):
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
-    async def receive_json(self, content, **kwargs):
+    async def receive(self, text_data=None, bytes_data=None):
         pass
