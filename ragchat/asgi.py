@@ -11,12 +11,11 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from documents.recovery import recover_on_first_call  # noqa: E402
+from ragchat import runtime  # noqa: E402
 from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
 
-if os.environ.get("RAGCHAT_WARMUP", "1") == "1":
-    from ragchat import runtime  # noqa: E402
-
-    runtime.warm_up_in_background()
+# The RAG parts are built once here, at start-up; RAGCHAT_WARMUP=0 skips loading the model early.
+runtime.start(warm_up=os.environ.get("RAGCHAT_WARMUP", "1") == "1")
 
 # recover_on_first_call: ingestion interrupted by a restart ends failed-and-retryable, never half
 # indexed (documents/recovery.py).

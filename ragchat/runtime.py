@@ -1,122 +1,161 @@
-"""The process's RAG parts, built once from settings.RAG and shared by views, consumers and tasks.
+"""The process's RAG parts: one `RAGComponents` (embedder, vector service, LLM client, reranker,
+RAGService) built from settings.RAG, and `components()`, the accessor views, consumers and tasks use.
 
-In embedded mode the on-disk Qdrant may be opened by one process only, so every vector-store
-access goes through this module inside the server process.
+The ASGI startup (ragchat/asgi.py) builds the parts once and warms them up; a process without it
+(management commands, workers, tests) builds them on first use. In embedded mode the on-disk Qdrant
+may be opened by one process only, so every vector-store access goes through these parts inside the
+server process.
+
+This module imports no app: the tag-owner lookup the RAGService routes with is handed in by the app
+that owns tags (documents/apps.py calls `provide_owner_lookup()` when Django starts).
 """
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from ragchat.services.config import RAGSettings
+from ragchat.services.embeddings import Embedder, build_embedder
+from ragchat.services.llm import OllamaLLM
+from ragchat.services.rag_service import RAGService
+from ragchat.services.reranking import CrossEncoderReranker, build_reranker
+from ragchat.services.routing import OwnerLookup
+from ragchat.services.vector_store import VectorService
 
-_lock = threading.RLock()  # re-entrant: building one part builds the parts it needs (vector service → embedder)
-_parts: dict[str, object] = {}
-_init_lock: asyncio.Lock | None = None
-_initialized = False
+logger = logging.getLogger(__name__)
 
 
-def rag_settings() -> RAGSettings:
-    return settings.RAG
+@dataclass(eq=False)
+class RAGComponents:
+    """The RAG parts of one configuration. Building them does no I/O: the vector store opens on the
+    first `ready_vector_service()`, the embedding model and the cross-encoder load on first use."""
+
+    settings: RAGSettings
+    embedder: Embedder
+    vector_service: VectorService
+    llm: OllamaLLM
+    reranker: CrossEncoderReranker | None
+    rag_service: RAGService
+    _init_lock: asyncio.Lock | None = field(default=None, repr=False)
+    _initialized: bool = field(default=False, repr=False)
+
+    @classmethod
+    def build(cls, *, settings: RAGSettings, owner_lookup: OwnerLookup | None) -> RAGComponents:
+        embedder = build_embedder(settings)
+        vectors = VectorService.from_settings(settings, embedder)
+        llm = OllamaLLM(settings)
+        reranker = build_reranker(settings)
+        rag = RAGService(vectors, settings, llm=llm, owner_lookup=owner_lookup, reranker=reranker)
+        return cls(settings=settings, embedder=embedder, vector_service=vectors, llm=llm, reranker=reranker, rag_service=rag)
+
+    async def ready_vector_service(self) -> VectorService:
+        """The vector service, its collection opened (or created) once."""
+        if not self._initialized:
+            if self._init_lock is None:
+                self._init_lock = asyncio.Lock()
+            async with self._init_lock:
+                if not self._initialized:
+                    await self.vector_service.initialize()
+                    self._initialized = True
+        return self.vector_service
+
+    def close(self) -> None:
+        """Release what holds files or sockets (the embedded store's shard)."""
+        self.vector_service.close_sync()
 
 
-def _get(name: str, build):
-    part = _parts.get(name)
-    if part is None:
+_lock = threading.Lock()
+_components: RAGComponents | None = None
+_owner_lookup: OwnerLookup | None = None
+
+
+def provide_owner_lookup(lookup: OwnerLookup) -> None:
+    """Called by the app that owns tags when Django starts. Parts built before it would route every
+    question to the admin, so they are dropped and rebuilt with the lookup."""
+    global _owner_lookup
+    _owner_lookup = lookup
+    reset()
+
+
+def components() -> RAGComponents:
+    """The process's parts, built from settings.RAG on first use (or after `reset()`)."""
+    global _components
+    built = _components
+    if built is None:
         with _lock:
-            part = _parts.get(name)
-            if part is None:
-                part = build()
-                _parts[name] = part
-    return part
-
-
-def embedder():
-    from ragchat.services.embeddings import build_embedder
-
-    return _get("embedder", lambda: build_embedder(rag_settings()))
-
-
-def vector_service():
-    """The VectorService (not yet initialised; use `await ready_vector_service()` on async paths)."""
-    from ragchat.services.vector_store import VectorService
-
-    return _get("vector_service", lambda: VectorService.from_settings(rag_settings(), embedder()))
-
-
-async def ready_vector_service():
-    global _init_lock, _initialized
-    service = vector_service()
-    if not _initialized:
-        if _init_lock is None:
-            _init_lock = asyncio.Lock()
-        async with _init_lock:
-            if not _initialized:
-                await service.initialize()
-                _initialized = True
-    return service
-
-
-def llm():
-    from ragchat.services.llm import OllamaLLM
-
-    return _get("llm", lambda: OllamaLLM(rag_settings()))
-
-
-def reranker():
-    """The cross-encoder of RAG_RERANKER, or None (no rerank stage)."""
-    from ragchat.services.reranking import build_reranker
-
-    if "reranker" not in _parts:
-        with _lock:
-            if "reranker" not in _parts:
-                _parts["reranker"] = build_reranker(rag_settings())
-    return _parts["reranker"]
-
-
-def rag_service():
-    from ragchat.services.rag_service import RAGService
-
-    def build():
-        from documents.selectors import tag_owner_lookup
-
-        return RAGService(
-            vector_service(), rag_settings(), llm=llm(), owner_lookup=tag_owner_lookup, reranker=reranker()
-        )
-
-    return _get("rag_service", build)
+            built = _components
+            if built is None:
+                built = _components = RAGComponents.build(settings=settings.RAG, owner_lookup=_owner_lookup)
+    return built
 
 
 def reset() -> None:
-    """Forget every part (tests, or after settings change). Closes what holds files or sockets."""
-    global _initialized, _init_lock
+    """Forget the parts (tests, or after settings change); the next `components()` builds new ones
+    from settings.RAG. Closes what holds files or sockets."""
+    global _components
     with _lock:
-        parts = dict(_parts)
-        _parts.clear()
-        _initialized = False
-        _init_lock = None
-    service = parts.get("vector_service")
-    if service is not None and hasattr(service, "close_sync"):
-        service.close_sync()
+        old, _components = _components, None
+    if old is not None:
+        old.close()
+
+
+def start(*, warm_up: bool) -> RAGComponents:
+    """The server's start-up: build the parts now and, with `warm_up`, load the embedding model and
+    open the vector store off the request path, so the first question does not wait for them."""
+    built = components()
+    if warm_up:
+        warm_up_in_background()
+    return built
 
 
 def warm_up_in_background() -> threading.Thread:
-    """Load the embedding model and open the vector store off the request path, so the first
-    question after start-up does not wait seconds for torch and the model to load."""
-
     def warm() -> None:
-        import logging
-
-        log = logging.getLogger("ragchat.runtime")
         try:
-            asyncio.run(embedder().embed_query("warm-up"))
-            asyncio.run(ready_vector_service())
-            log.info("warm-up done", extra={"event": "warm_up"})
+            parts = components()
+            asyncio.run(parts.embedder.embed_query("warm-up"))
+            asyncio.run(parts.ready_vector_service())
+            logger.info("warm-up done", extra={"event": "warm_up"})
         except Exception as e:  # /health reports the failing part; warm-up only saves time
-            log.warning("warm-up failed: %s", e, extra={"event": "warm_up_failed"})
+            logger.warning("warm-up failed: %s", e, extra={"event": "warm_up_failed"})
 
     thread = threading.Thread(target=warm, name="ragchat-warm-up", daemon=True)
     thread.start()
     return thread
+
+
+# The accessors the apps call: each returns one part of `components()`.
+
+
+def rag_settings() -> RAGSettings:
+    """The RAG settings now in force (settings.RAG; a test may replace it before `reset()`)."""
+    return settings.RAG
+
+
+def embedder() -> Embedder:
+    return components().embedder
+
+
+def vector_service() -> VectorService:
+    """The VectorService (not yet initialised; use `await ready_vector_service()` on async paths)."""
+    return components().vector_service
+
+
+async def ready_vector_service() -> VectorService:
+    return await components().ready_vector_service()
+
+
+def llm() -> OllamaLLM:
+    return components().llm
+
+
+def reranker() -> CrossEncoderReranker | None:
+    """The cross-encoder of RAG_RERANKER, or None (no rerank stage)."""
+    return components().reranker
+
+
+def rag_service() -> RAGService:
+    return components().rag_service

@@ -10,6 +10,7 @@ from asgiref.sync import sync_to_async
 
 from chat import turns
 from chat.models import ChatSession, Message
+from ragchat import runtime
 from ragchat.services.retrieval import STRATEGY_FIRST, STRATEGY_FOLLOW_UP
 from tests.chat.conftest import EXPENSE_DOC, VACATION_DOC, open_tab
 
@@ -89,6 +90,7 @@ async def test_tokens_are_coalesced_into_few_frames(chat_session, corpus, fake_o
 
 async def test_citation_markers_follow_first_use_and_drop_unknown_ids(chat_session, corpus, fake_ollama, settings):
     settings.RAG = replace(settings.RAG, rag_min_similarity_score=0.0)  # both documents in the prompt
+    runtime.reset()  # the parts are built from the settings in force: rebuild them with this one
     unknown = "00000000-0000-4000-8000-000000000000:3"
     fake_ollama.reply(
         f"Meals are covered [SourceId: {EXPENSE_DOC}:0]. You get 25 days [SourceId: {VACATION_DOC}:0] "
