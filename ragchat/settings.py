@@ -10,13 +10,15 @@ import environ
 from ragchat.services.config import RAGSettings
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(environ.Env().str("RAGCHAT_DATA_DIR", default=str(BASE_DIR / "data")))
 
-(DATA_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)  # SQLite and WhiteNoise want it
-
+# .env first, before any setting is read (the environment wins over it).
 env = environ.Env()
 if (BASE_DIR / ".env").exists():
     environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+# A relative RAGCHAT_DATA_DIR is the project's, wherever the process starts (like QDRANT_PATH).
+DATA_DIR = BASE_DIR / env.str("RAGCHAT_DATA_DIR", default="data")
+(DATA_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)  # SQLite and WhiteNoise want it
 
 DEBUG = env.bool("DJANGO_DEBUG", default=True)
 SECRET_KEY = env.str(
@@ -92,9 +94,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "timeout": 20,
         }
     )
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-db.sqlite3")} if env.bool(
-        "RAGCHAT_TEST_SQLITE_FILE", default=False
-    ) else {}
 # Persistent connections on both engines (checked before reuse): a new SQLite connection runs the
 # PRAGMAs above, a new PostgreSQL one a handshake; per query that is most of a chat turn's DB time.
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("DB_CONN_MAX_AGE", default=60))

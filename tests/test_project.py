@@ -1,5 +1,14 @@
 """The project's own wiring: pages, health, request ids, settings."""
 
+import ast
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import fields
+from pathlib import Path
+
 import pytest
 from django.conf import settings
 
@@ -60,3 +69,95 @@ def test_sqlite_connection_is_in_wal_mode(tmp_path, django_db_blocker):
             assert cursor.fetchone()[0] >= 5000
     finally:
         wrapper.close()
+
+
+# ------------------------------------------------------------------------------------- settings
+
+ROOT = Path(__file__).resolve().parent.parent
+# Read by Django itself or only set by the code, never a setting of ours.
+NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "PYTHONPATH"}
+
+
+def _settings_file_reads() -> set[str]:
+    """Names settings.py reads through django-environ: env("X"), env.str("X"), env.db("X"), …"""
+    return set(re.findall(r"\benv(?:\.\w+)?\(\s*\"([A-Z][A-Z0-9_]*)\"", (ROOT / "ragchat" / "settings.py").read_text()))
+
+
+def _os_environ_reads() -> dict[str, str]:
+    """Names the project's code reads from os.environ / os.getenv (tests excepted), with where."""
+    found: dict[str, str] = {}
+    for package in ("ragchat", "chat", "documents", "routing", "access"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                name = None
+                if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+                    func = ast.unparse(node.func)
+                    if func in {"os.environ.get", "os.getenv", "environ.get"}:
+                        name = node.args[0].value
+                elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
+                    if ast.unparse(node.value) == "os.environ" and isinstance(node.slice, ast.Constant):
+                        name = node.slice.value
+                if isinstance(name, str) and name not in NOT_SETTINGS:
+                    found.setdefault(name, f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def _readme_table() -> set[str]:
+    """The variables named in the first column of README's configuration table."""
+    section = (ROOT / "README.md").read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    return {name for cell in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
+
+
+def test_every_setting_the_code_reads_is_in_the_readme_table_and_nothing_else():
+    from ragchat.services.config import RAGSettings
+
+    read = {name: "ragchat/settings.py" for name in _settings_file_reads()}
+    read |= {f.name.upper(): "ragchat/services/config.py (RAGSettings.from_env)" for f in fields(RAGSettings)}
+    read |= _os_environ_reads()
+    documented = _readme_table()
+    assert len(documented) > 40  # the table was found
+    missing = sorted(f"{name} ({where})" for name, where in read.items() if name not in documented)
+    assert not missing, "read by the code but not in README's configuration table: " + ", ".join(missing)
+    unread = sorted(documented - set(read))
+    assert not unread, "in README's configuration table but read nowhere: " + ", ".join(unread)
+
+
+def _load_settings(project: Path, **env: str) -> dict[str, str]:
+    """Run ragchat/settings.py as a copy inside `project` (its BASE_DIR, where its .env is read) in a
+    fresh interpreter, and return what it printed."""
+    code = (
+        "import runpy, sys\n"
+        "ns = runpy.run_path(sys.argv[1])\n"
+        "print('DATA_DIR=' + str(ns['DATA_DIR']))\n"
+        "print('DB=' + str(ns['DATABASES']['default']['NAME']))\n"
+        "print('QDRANT=' + ns['RAG'].qdrant_path)\n"
+    )
+    clean = {k: v for k, v in os.environ.items() if k not in _settings_file_reads() and k != "DJANGO_SETTINGS_MODULE"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(project / "ragchat" / "settings.py")],
+        cwd=project.parent,
+        env={**clean, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+
+
+def test_dotenv_is_read_before_any_setting(tmp_path):
+    project = tmp_path / "project"
+    (project / "ragchat").mkdir(parents=True)
+    shutil.copy(ROOT / "ragchat" / "settings.py", project / "ragchat" / "settings.py")
+    (project / ".env").write_text("RAGCHAT_DATA_DIR=elsewhere/data\nDJANGO_DEBUG=true\n")
+
+    loaded = _load_settings(project)
+    data = project / "elsewhere" / "data"
+    assert loaded["DATA_DIR"] == str(data)  # relative to the project, not to the working directory
+    assert loaded["DB"] == str(data / "db.sqlite3")
+    assert loaded["QDRANT"] == str(data / "qdrant")
+    assert (data / "staticfiles").is_dir()
+
+    # The environment wins over .env.
+    assert _load_settings(project, RAGCHAT_DATA_DIR=str(tmp_path / "env-data"))["DATA_DIR"] == str(tmp_path / "env-data")
