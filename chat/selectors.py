@@ -1,9 +1,10 @@
-"""Reads for the chat app. Every lookup of a session goes through its owner: there is no path to a
-session that does not check it (R-OPS-7 per-object permissions)."""
+"""Reads for the chat app. Every lookup of a session goes through `access.policy` (a chat is its
+owner's alone): there is no path to a session that does not check it."""
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from access import policy
 from chat.models import ChatSession, Message
 from ragchat.services.types import ChatMessage
 
@@ -12,16 +13,11 @@ HISTORY_MAX_MESSAGES = 20
 
 
 def sessions_for_user(*, user) -> QuerySet[ChatSession]:
-    return ChatSession.objects.filter(owner=user).order_by("-updated_at", "-created_at")
+    return policy.sessions(user=user).order_by("-updated_at", "-created_at")
 
 
 def session_for_user(*, user, session_id) -> ChatSession | None:
-    if user is None or not user.is_authenticated:
-        return None
-    try:
-        return ChatSession.objects.get(pk=session_id, owner=user)
-    except (ChatSession.DoesNotExist, ValueError):
-        return None
+    return policy.session_or_none(user=user, session_id=session_id)
 
 
 def session_messages(*, session: ChatSession) -> list[Message]:

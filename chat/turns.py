@@ -273,10 +273,10 @@ async def _run(turn: Turn, *, user, user_message: Message) -> None:
 
 
 async def _answer(turn: Turn, *, user, user_message: Message) -> None:
-    from documents.selectors import user_tag_slugs
+    from access.policy import readable_tag_slugs
 
     rag = runtime.rag_service()
-    tags = await database_sync_to_async(user_tag_slugs)(user=user)
+    tags = await database_sync_to_async(readable_tag_slugs)(user=user)
     history = await database_sync_to_async(selectors.session_history)(
         session_id=turn.session_id, before=user_message
     )

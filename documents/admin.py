@@ -1,13 +1,15 @@
 from django.contrib import admin, messages
 from django.db.models import Count
 
+from access.admin import TenantScopedAdmin
+
 from documents import services
 from documents.models import Document, Tag
 from documents.tasks import ingestion_enqueue
 
 
 @admin.register(Tag)
-class TagAdmin(admin.ModelAdmin):
+class TagAdmin(TenantScopedAdmin):
     list_display = ("name", "slug", "tenant_id", "owner", "member_count", "document_count")
     list_filter = ("tenant_id",)
     search_fields = ("name", "slug", "description")
@@ -29,7 +31,7 @@ class TagAdmin(admin.ModelAdmin):
 
 
 @admin.register(Document)
-class DocumentAdmin(admin.ModelAdmin):
+class DocumentAdmin(TenantScopedAdmin):
     list_display = ("title", "status", "kind", "tag_list", "chunk_count", "pages", "version", "uploaded_by", "created_at")
     list_filter = ("status", "kind", "tags", "tenant_id")
     search_fields = ("title", "original_filename", "content_hash")

@@ -1,8 +1,7 @@
-"""Reads: which tags a user holds, which documents they may see, tag owners for routing.
+"""Reads of documents and tags: the list with its filters and facets, one document, tag owners.
 
-Access rule (R-DOC-5): a user reads a document when they hold one of its tags; holding = member or
-owner of the tag, plus the tenant's `public` tag for every signed-in user; superusers hold every
-tag of their tenant. Everything is scoped to the user's tenant.
+Who may read what is decided by `access.policy` (docs/access.md): these functions narrow and order
+what the policy allows, and never decide access themselves.
 """
 from __future__ import annotations
 
@@ -12,47 +11,9 @@ from asgiref.sync import sync_to_async
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from documents.models import PUBLIC_TAG_SLUG, Document, Tag
+from access import policy
+from documents.models import Document, Tag
 from ragchat.services.types import TagOwner
-
-
-def user_is_admin(user) -> bool:
-    return bool(user.is_authenticated and user.is_active and user.is_superuser)
-
-
-def tags_readable_by(*, user) -> QuerySet[Tag]:
-    if not user.is_authenticated or not user.is_active:
-        return Tag.objects.none()
-    tags = Tag.objects.filter(tenant_id=user.tenant_id)
-    if user_is_admin(user):
-        return tags
-    return tags.filter(Q(slug=PUBLIC_TAG_SLUG) | Q(owner=user) | Q(members=user)).distinct()
-
-
-def user_tag_slugs(*, user) -> list[str]:
-    """Slugs of the tags the user holds, always including "public" (the chunk filter's any-of list)."""
-    slugs = set(tags_readable_by(user=user).values_list("slug", flat=True))
-    if user.is_authenticated and user.is_active:
-        slugs.add(PUBLIC_TAG_SLUG)
-    return sorted(slugs)
-
-
-def tags_uploadable_by(*, user) -> QuerySet[Tag]:
-    """Admins may upload to any tag of their tenant, tag owners to the tags they own; members never."""
-    if not user.is_authenticated or not user.is_active:
-        return Tag.objects.none()
-    tags = Tag.objects.filter(tenant_id=user.tenant_id)
-    return tags if user_is_admin(user) else tags.filter(owner=user)
-
-
-
-def user_can_manage_document(*, user, document: Document) -> bool:
-    """Retry, re-index, replace, delete: admins, the uploader, or an owner of one of its tags."""
-    if not user.is_authenticated or not user.is_active or document.tenant_id != user.tenant_id:
-        return False
-    if user_is_admin(user) or (document.uploaded_by_id is not None and document.uploaded_by_id == user.pk):
-        return True
-    return document.tags.filter(owner=user).exists()
 
 
 def documents_for_user(
@@ -64,11 +25,7 @@ def documents_for_user(
     query: str | None = None,
 ) -> QuerySet[Document]:
     """Documents the user may read, newest first, narrowed by tag slug, status, kind and title text."""
-    if not user.is_authenticated or not user.is_active:
-        return Document.objects.none()
-    documents = Document.objects.filter(tenant_id=user.tenant_id)
-    if not user_is_admin(user):
-        documents = documents.filter(tags__slug__in=user_tag_slugs(user=user), tags__tenant_id=user.tenant_id)
+    documents = policy.readable_documents(user=user)
     if tag:
         documents = documents.filter(tags__slug=tag)
     if status:
@@ -108,20 +65,26 @@ def tag_facets(*, user, documents: QuerySet[Document]) -> list[dict]:
     )
     return [
         {"slug": tag.slug, "name": tag.name, "count": counts.get(tag.slug, 0)}
-        for tag in tags_readable_by(user=user).order_by("name")
+        for tag in policy.readable_tags(user=user).order_by("name")
     ]
 
 
 
-def _tag_owner(tag: str, tenant_id: str) -> TagOwner | None:
-    row = Tag.objects.filter(tenant_id=tenant_id, slug=tag).select_related("owner").first()
-    if row is None:
+def tag_owner(*, tag: Tag | None) -> TagOwner | None:
+    """What the RAG core's routing rule is told about a tag's owner (the rule itself is
+    ragchat.services.routing.route_target): None for no tag, user_id None for an ownerless tag,
+    email None when the owner's account is inactive or has no email."""
+    if tag is None:
         return None
-    owner = row.owner
+    owner = tag.owner
     if owner is None:
         return TagOwner(user_id=None, email=None)
     email = owner.email if owner.is_active and owner.email else None
     return TagOwner(user_id=str(owner.pk), email=email)
+
+
+def _tag_owner(tag: str, tenant_id: str) -> TagOwner | None:
+    return tag_owner(tag=Tag.objects.filter(tenant_id=tenant_id, slug=tag).select_related("owner").first())
 
 
 async def tag_owner_lookup(tag: str, tenant_id: str) -> TagOwner | None:

@@ -24,7 +24,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
-from documents.selectors import tags_uploadable_by
+from access import policy
 from ragchat import runtime
 from ragchat.services.errors import DocumentError, EmbeddingError, VectorStoreError
 from ragchat.services.ingestion import document_name, ingest_document
@@ -97,7 +97,7 @@ def _check_upload(*, data: bytes, filename: str) -> str:
 def _check_tags(*, user, tags: Sequence[Tag]) -> None:
     if not tags:
         raise UploadRefused("Choose at least one tag: tags decide who can read the document.")
-    allowed = set(tags_uploadable_by(user=user).values_list("pk", flat=True))
+    allowed = set(policy.uploadable_tags(user=user).values_list("pk", flat=True))
     refused = [t.name for t in tags if t.pk not in allowed]
     if refused:
         raise UploadRefused(f"You may not upload to: {', '.join(sorted(refused))}.")

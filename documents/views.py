@@ -14,14 +14,24 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from access import policy
 from documents import selectors, services
 from documents.forms import FilterForm, ReplaceForm, UploadForm
 from documents.tasks import ingestion_enqueue
 from ragchat.partials import render_partial
 
 
-def row_context(*, user, document) -> dict:
-    return {"d": document, "can_manage": selectors.user_can_manage_document(user=user, document=document)}
+def row_context(*, user, document, manageable: set[str] | None = None) -> dict:
+    """A row's context; `manageable` (ids from one policy query) saves a query per row in lists."""
+    if manageable is None:
+        manageable = policy.manageable_document_ids(user=user, document_ids=[document.pk])
+    return {"d": document, "can_manage": str(document.pk) in manageable}
+
+
+def rows_context(*, user, documents) -> list[dict]:
+    documents = list(documents)
+    manageable = policy.manageable_document_ids(user=user, document_ids=[d.pk for d in documents])
+    return [row_context(user=user, document=d, manageable=manageable) for d in documents]
 
 
 def render_row(*, user, document) -> str:
@@ -40,8 +50,8 @@ def document_list(request):
         kind=values.get("kind") or None,
         query=values.get("q") or None,
     )
-    uploadable = selectors.tags_uploadable_by(user=request.user)
-    rows = [row_context(user=request.user, document=d) for d in documents[:200]]
+    uploadable = policy.uploadable_tags(user=request.user)
+    rows = rows_context(user=request.user, documents=documents[:200])
     context = {
         "filters": filters,
         "active_tag": values.get("tag") or "",
@@ -69,7 +79,7 @@ def _upload_one(*, user, upload, tags) -> tuple[object | None, str | None]:
 @login_required
 @require_POST
 def document_upload(request):
-    uploadable = selectors.tags_uploadable_by(user=request.user)
+    uploadable = policy.uploadable_tags(user=request.user)
     if not uploadable.exists():
         raise Http404("You cannot upload documents.")
     form = UploadForm(request.POST, request.FILES, tag_choices=uploadable)
@@ -94,7 +104,7 @@ def document_upload(request):
             messages.error(request, error)
         return redirect("documents:list")
     context = {
-        "created": [row_context(user=request.user, document=d) for d in created],
+        "created": rows_context(user=request.user, documents=created),
         "refused": refused,
         "facets": selectors.tag_facets(user=request.user, documents=selectors.documents_for_user(user=request.user)),
         "active_tag": request.GET.get("tag", ""),
@@ -140,7 +150,7 @@ def document_download(request, document_id):
 
 def _managed_document(request, document_id):
     document = selectors.document_for_user(user=request.user, document_id=document_id)
-    if not selectors.user_can_manage_document(user=request.user, document=document):
+    if not policy.may_manage_document(user=request.user, document=document):
         raise Http404("No such document.")  # readers may not learn more than that it is not theirs to change
     return document
 

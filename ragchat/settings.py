@@ -20,7 +20,8 @@ if (BASE_DIR / ".env").exists():
 DATA_DIR = BASE_DIR / env.str("RAGCHAT_DATA_DIR", default="data")
 (DATA_DIR / "staticfiles").mkdir(parents=True, exist_ok=True)  # SQLite and WhiteNoise want it
 
-DEBUG = env.bool("DJANGO_DEBUG", default=True)
+# Off unless asked for: `make run` turns it on explicitly for the local demo and says so.
+DEBUG = env.bool("DJANGO_DEBUG", default=False)
 SECRET_KEY = env.str(
     "DJANGO_SECRET_KEY",
     default="dev-only-insecure-key-change-me" if DEBUG else environ.Env.NOTSET,
@@ -40,11 +41,13 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "ragchat",
+    "access",
     "documents",
     "chat",
     "routing",
     "django_tasks",
     "django_tasks_db",
+    "axes",
 ]
 
 MIDDLEWARE = [
@@ -58,6 +61,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "ragchat.urls"
@@ -75,6 +80,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "routing.context_processors.routing_nav",
+                "access.context_processors.access",
             ],
         },
     },
@@ -131,17 +137,15 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = DATA_DIR / "staticfiles"
-WHITENOISE_USE_FINDERS = DEBUG
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    # Hashed, compressed names once `collectstatic` has run (deployments); plain names from the
+    # source folders before it (a fresh clone, the tests), so DEBUG-off needs no extra step.
     "staticfiles": {
-        "BACKEND": (
-            "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
-        )
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage" if DEBUG else "ragchat.storage.StaticStorage"
     },
 }
+WHITENOISE_USE_FINDERS = True
 MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(DATA_DIR / "media")))
 MEDIA_URL = "/media-not-served/"  # originals are served by an access-checked view, never directly
 
@@ -189,8 +193,7 @@ SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
 if not DEBUG:
     SECURE_SSL_REDIRECT = env.bool("DJANGO_SECURE_SSL_REDIRECT", default=True)
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env.bool("DJANGO_SECURE_COOKIES", default=True)
     SECURE_HSTS_SECONDS = env.int("DJANGO_SECURE_HSTS_SECONDS", default=31536000)
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
@@ -211,3 +214,34 @@ LOGGING = {
         "daphne": {"level": "WARNING"},
     },
 }
+
+# ---- Access hardening (docs/access.md) ---------------------------------------------------------
+# Content-Security-Policy (django-csp): every script, style, image and connection from this origin
+# only; no inline script; no framing.
+from csp.constants import NONE, SELF  # noqa: E402
+
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
+
+# Sign-in throttling (django-axes): after RAGCHAT_LOGIN_FAILURE_LIMIT failed sign-ins for one
+# username from one address, that pair is locked out for RAGCHAT_LOGIN_LOCKOUT_MINUTES.
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env.int("RAGCHAT_LOGIN_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = env.int("RAGCHAT_LOGIN_LOCKOUT_MINUTES", default=15) / 60  # hours
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_CALLABLE = "access.views.locked_out"
+AXES_VERBOSE = False
+AXES_ENABLE_ADMIN = False  # lockouts are in the tenant's audit log; `manage.py axes_reset_username` unlocks

@@ -13,5 +13,6 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("documents/", include("documents.urls")),
     path("routing/", include("routing.urls")),
+    path("access/", include("access.urls")),
     path("admin/", admin.site.urls),
 ]

@@ -8,6 +8,7 @@ from django.http import JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
+from access import policy
 from ragchat import runtime
 
 
@@ -56,7 +57,8 @@ async def _ollama_health() -> dict:
 
 @require_GET
 async def health(request):
-    """One JSON document: database, vector store, embedder, Ollama. 503 when a required part is down."""
+    """One JSON document: the status, and for admins each part (database, vector store, embedder,
+    Ollama). 503 when a required part is down."""
     database = await _part(sync_to_async(_database_health))
     vector_store = await _part(_vector_health)
     embedder = await _part(_embedder_health)
@@ -74,4 +76,8 @@ async def health(request):
     reranker = runtime.reranker()
     if reranker is not None:  # only when configured, as seed rag-providers' health check does
         body["cross_encoder"] = reranker.status()
+    user = await request.auser()
+    if not policy.is_admin(user):
+        # Model names, counts and addresses are for admins; a probe only needs the verdict.
+        body = {"status": status}
     return JsonResponse(body, status=200 if up else 503)

@@ -1,10 +1,11 @@
 from django.contrib import admin
 
+from access.admin import TenantScopedAdmin
 from routing.models import QuestionGroup, RoutedQuestion
 
 
 @admin.register(RoutedQuestion)
-class RoutedQuestionAdmin(admin.ModelAdmin):
+class RoutedQuestionAdmin(TenantScopedAdmin):
     list_display = ("question_short", "asker", "tag", "target", "fallback", "origin", "status", "created_at", "answered_at")
     list_filter = ("status", "origin", "fallback", "tenant_id", "tag")
     search_fields = ("question", "answer", "asker__username", "asker__email")
@@ -28,7 +29,7 @@ class RoutedQuestionInline(admin.TabularInline):
 
 
 @admin.register(QuestionGroup)
-class QuestionGroupAdmin(admin.ModelAdmin):
+class QuestionGroupAdmin(TenantScopedAdmin):
     list_display = ("representative_query", "tag", "status", "created_at", "answered_at")
     list_filter = ("status", "tenant_id", "tag")
     search_fields = ("representative_query",)

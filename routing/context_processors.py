@@ -1,6 +1,7 @@
 """Navigation figures on every page: the asker's unread routed answers, the owner's open questions."""
 from django.utils.functional import SimpleLazyObject
 
+from access import policy
 from routing import selectors
 
 
@@ -10,7 +11,7 @@ def routing_nav(request):
         return {}
 
     def nav() -> dict:
-        has_inbox = selectors.user_has_inbox(user=user)
+        has_inbox = policy.has_inbox(user=user)
         return {
             "unread_answers": selectors.unread_answer_count(user=user),
             "has_inbox": has_inbox,

@@ -1,8 +1,8 @@
-"""Reads for routing: who may see which routed question, the inbox, unread answers, the figures.
+"""Reads for routing: the inbox, one question with what its viewer may see, unread answers, figures.
 
-Visibility (R-ROUTE-3): a question is visible to the user it was routed to, to the current owner of
-its tag, and to the tenant's admins (superusers or staff). Everyone else gets a 404 — absent and
-forbidden look alike.
+Who may open a question, and what of the asker's context they may see, is decided by
+`access.policy` (docs/access.md); a question the user may not open is a 404 — absent and forbidden
+look alike.
 """
 from __future__ import annotations
 
@@ -10,41 +10,25 @@ import statistics
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from access import policy
 from chat.models import Message
-from documents.models import PUBLIC_TAG_SLUG, Document, Tag
+from documents.models import PUBLIC_TAG_SLUG, Document
+from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from routing.models import RoutedQuestion
 
-STRATEGY_SMALLTALK = "smalltalk (direct reply)"
 FIGURES_WINDOW_DAYS = 90
 
 
-def user_is_routing_admin(user) -> bool:
-    return bool(user is not None and user.is_authenticated and user.is_active and (user.is_superuser or user.is_staff))
-
-
-def questions_visible_to(*, user) -> QuerySet[RoutedQuestion]:
-    if user is None or not user.is_authenticated or not user.is_active:
-        return RoutedQuestion.objects.none()
-    questions = RoutedQuestion.objects.filter(tenant_id=user.tenant_id)
-    if user_is_routing_admin(user):
-        return questions
-    return questions.filter(Q(target=user) | Q(tag__owner=user))
-
-
 def inbox_questions(*, user, status: str = RoutedQuestion.Status.OPEN) -> QuerySet[RoutedQuestion]:
-    """The user's inbox, newest first: questions on tags they own (or routed to them); for admins
-    also the fallback ones (no tag, no owner, owner gone)."""
-    if user is None or not user.is_authenticated or not user.is_active:
+    """The user's inbox, newest first (which questions belong in it: `policy.inbox_filter`)."""
+    if not policy.is_signed_in(user):
         return RoutedQuestion.objects.none()
-    mine = Q(target=user) | Q(tag__owner=user)
-    if user_is_routing_admin(user):
-        mine |= Q(fallback=True) | Q(target__isnull=True)
     return (
-        RoutedQuestion.objects.filter(mine, tenant_id=user.tenant_id, status=status)
+        RoutedQuestion.objects.filter(policy.inbox_filter(user=user), status=status)
         .select_related("asker", "tag", "target", "group", "answered_by")
         .order_by("-created_at", "-id")
     )
@@ -76,12 +60,6 @@ def inbox_open_count(*, user) -> int:
     return inbox_questions(user=user).count()
 
 
-def user_has_inbox(*, user) -> bool:
-    if user is None or not user.is_authenticated or not user.is_active:
-        return False
-    return user_is_routing_admin(user) or Tag.objects.filter(tenant_id=user.tenant_id, owner=user).exists()
-
-
 def question_for_user(*, user, question_id) -> RoutedQuestion:
     """The question if the user may see it; Http404 otherwise."""
     try:
@@ -89,7 +67,7 @@ def question_for_user(*, user, question_id) -> RoutedQuestion:
     except (TypeError, ValueError) as e:
         raise Http404("No such question.") from e
     question = (
-        questions_visible_to(user=user)
+        policy.visible_questions(user=user)
         .select_related("asker", "tag", "tag__owner", "target", "answered_by", "session", "group", "published_document")
         .filter(pk=key)
         .first()
@@ -97,10 +75,6 @@ def question_for_user(*, user, question_id) -> RoutedQuestion:
     if question is None:
         raise Http404("No such question.")
     return question
-
-
-def user_can_answer(*, user, question: RoutedQuestion) -> bool:
-    return questions_visible_to(user=user).filter(pk=question.pk).exists()
 
 
 def group_questions(*, question: RoutedQuestion) -> list[RoutedQuestion]:
@@ -186,12 +160,10 @@ NO_TAG = ("", "No tag (admin)")
 
 
 def figure_tags(*, user) -> list[tuple[str, str]]:
-    """(slug, name) of the tags whose figures the user sees: owned ones; admins every tag plus 'no tag'."""
-    tags = Tag.objects.filter(tenant_id=user.tenant_id).exclude(slug=PUBLIC_TAG_SLUG)
-    if not user_is_routing_admin(user):
-        tags = tags.filter(owner=user)
-    pairs = [(t.slug, t.name) for t in tags.order_by("name")]
-    if user_is_routing_admin(user):
+    """(slug, name) of the tags whose figures the user sees (`policy.figure_tags`), plus 'no tag'
+    for admins."""
+    pairs = [(t.slug, t.name) for t in policy.figure_tags(user=user).order_by("name")]
+    if policy.may_see_untagged_figures(user=user):
         pairs.append(NO_TAG)
     return pairs
 
@@ -223,7 +195,7 @@ def _asked_by_tag(*, tenant_id: str, since) -> dict[str, int]:
 
 
 def tag_figures(*, user, now=None) -> list[TagFigures]:
-    if not user_has_inbox(user=user):
+    if not policy.has_inbox(user=user):
         return []
     now = now or timezone.now()
     since = now - timedelta(days=FIGURES_WINDOW_DAYS)

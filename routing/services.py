@@ -2,6 +2,9 @@
 group it with similar open ones, notify the owner, answer it (delivered into every asker's session),
 and publish the answer as verified knowledge.
 
+Who gets a question is the RAG core's rule (ragchat.services.routing.route_target); this module
+tells it what the database knows about the tag's owner and stores and announces the result.
+
 Notifications go out after the transaction commits: live on the recipient's channel group
 (`user_group_name(user_id)`, joined by the inbox consumer) and by email (Django's email backend).
 """
@@ -11,25 +14,26 @@ import logging
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.core.mail import send_mail
 from django.db import transaction
-from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
 from chat import services as chat_services
 from chat.models import ChatSession, Message
 from documents.models import Document, Tag
+from documents.selectors import tag_owner
 from ragchat import runtime
-from ragchat.services.routing import admin_fallback, primary_tag
+from ragchat.services.rag_service import STRATEGY_SMALLTALK
+from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
 from routing.models import QuestionGroup, RoutedQuestion
-from routing.selectors import STRATEGY_SMALLTALK, user_can_answer
+from access import policy
 
 logger = logging.getLogger(__name__)
 
@@ -91,18 +95,15 @@ def _context_tags(message: Message, tenant_id: str) -> list[SearchResult]:
 
 
 def _target_for(*, tag: Tag | None, reason_prefix: str) -> tuple[object | None, bool, str]:
-    """(owner user, fallback?, reason) for a tag — the core's rules (ragchat.services.routing):
-    no tag, no owner, or an owner whose account is gone (inactive / no email) go to the admin."""
-    admin_email = settings.RAG.rag_admin_email
-    if tag is None:
-        return None, True, admin_fallback(f"{reason_prefix}No specific tags in context", admin_email=admin_email).reason
-    owner = tag.owner
-    if owner is None:
-        return None, True, admin_fallback(f"{reason_prefix}No owner for tag '{tag.slug}'", admin_email=admin_email).reason
-    if not owner.is_active or not owner.email:
-        reason = admin_fallback(f"{reason_prefix}Owner not found for tag '{tag.slug}'", admin_email=admin_email).reason
-        return None, True, reason
-    return owner, False, f"{reason_prefix}Routing to {tag.slug} owner"
+    """(owner user, fallback?, reason) for a tag, decided by the core's rule from the tag's owner as
+    the database has it now."""
+    route = route_target(
+        tag=tag.slug if tag is not None else None,
+        owner=tag_owner(tag=tag),
+        admin_email=settings.RAG.rag_admin_email,
+        reason_prefix=reason_prefix,
+    )
+    return (None if route.fallback or tag is None else tag.owner), route.fallback, route.reason
 
 
 def _tag_by_slug(tenant_id: str, slug: str | None) -> Tag | None:
@@ -114,14 +115,21 @@ def _tag_by_slug(tenant_id: str, slug: str | None) -> Tag | None:
 # ------------------------------------------------------------------------------------- grouping
 
 
-def _embed(text: str) -> tuple[list[float], str]:
+class QueryEmbedding(NamedTuple):
+    vector: list[float]  # empty when embedding failed: the question then starts its own group
+    model_name: str
+
+
+def _embed(text: str) -> QueryEmbedding:
+    """Call it before opening a transaction: embedding takes a while, and an open write transaction
+    holds SQLite's write lock for every other writer meanwhile."""
     embedder = runtime.embedder()
     try:
         vector = async_to_sync(embedder.embed_query)(text)
     except Exception as e:  # grouping is a convenience: the question is routed on its own
         logger.warning("routing: embedding for grouping failed: %s", e, extra={"event": "routing_embed_failed"})
-        return [], ""
-    return [float(v) for v in vector], str(getattr(embedder, "model_name", "") or "")
+        return QueryEmbedding([], "")
+    return QueryEmbedding([float(v) for v in vector], str(getattr(embedder, "model_name", "") or ""))
 
 
 def cosine(a: Sequence[float], b: Sequence[float]) -> float:
@@ -133,10 +141,13 @@ def cosine(a: Sequence[float], b: Sequence[float]) -> float:
     return dot / (na * nb) if na and nb else 0.0
 
 
-def group_find_or_create(*, tenant_id: str, tag: Tag | None, query: str) -> tuple[QuestionGroup, bool]:
+def group_find_or_create(
+    *, tenant_id: str, tag: Tag | None, query: str, embedding: QueryEmbedding
+) -> tuple[QuestionGroup, bool]:
     """The open group on the same tag whose representative query is most similar (at least
-    ROUTING_GROUP_SIMILARITY), or a new group for this query. Returns (group, created)."""
-    vector, model_name = _embed(query)
+    ROUTING_GROUP_SIMILARITY), or a new group for this query (`embedding` is the query's).
+    Returns (group, created)."""
+    vector, model_name = embedding
     threshold = group_similarity()
     best: tuple[float, QuestionGroup] | None = None
     if vector:
@@ -180,14 +191,21 @@ def _snapshot_sources(message: Message) -> list[dict]:
     return sources
 
 
-def _create(*, message: Message, origin: str) -> RoutedQuestion:
+def _question_and_query(message: Message) -> tuple[str, str]:
+    """The asker's words, and the standalone query the answer was retrieved with."""
+    question_message = message.reply_to
+    question_text = (question_message.content if question_message else "") or message.retrieval_query
+    return question_text, message.retrieval_query or question_text
+
+
+def _create(*, message: Message, origin: str, embedding: QueryEmbedding) -> RoutedQuestion:
+    """Runs inside a transaction; `embedding` (of the query) was computed before it opened."""
     session: ChatSession = message.session
     asker = session.owner
     tenant_id = asker.tenant_id
     route = message.route_target or {}
     question_message = message.reply_to
-    question_text = (question_message.content if question_message else "") or message.retrieval_query
-    query = message.retrieval_query or question_text
+    question_text, query = _question_and_query(message)
 
     if route and not route.get("fallback") and origin == RoutedQuestion.Origin.ROUTE:
         # The core found an owner with an email; the tag is the route's.
@@ -198,7 +216,7 @@ def _create(*, message: Message, origin: str) -> RoutedQuestion:
     target, fallback, reason = _target_for(tag=tag, reason_prefix=prefix)
     if origin == RoutedQuestion.Origin.ROUTE and route.get("reason"):
         reason = route["reason"] if route.get("fallback") == fallback else reason
-    group, new_group = group_find_or_create(tenant_id=tenant_id, tag=tag, query=query)
+    group, new_group = group_find_or_create(tenant_id=tenant_id, tag=tag, query=query, embedding=embedding)
     question = RoutedQuestion.objects.create(
         tenant_id=tenant_id,
         asker=asker,
@@ -233,21 +251,23 @@ def question_route(*, message: Message) -> RoutedQuestion | None:
     existing = RoutedQuestion.objects.filter(message=message).first()
     if existing is not None:
         return existing
+    embedding = _embed(_question_and_query(message)[1])
     with transaction.atomic():
-        return _create(message=message, origin=RoutedQuestion.Origin.ROUTE)
+        return _create(message=message, origin=RoutedQuestion.Origin.ROUTE, embedding=embedding)
 
 
 def question_escalate(*, user, message: Message) -> RoutedQuestion:
     """The asker's one-click "ask the owner" on any answer of theirs (idempotent per answer)."""
-    if user is None or not user.is_authenticated or message.session.owner_id != user.pk:
+    if not policy.may_escalate(user=user, message=message):
         raise QuestionNotFound("No such answer.")
     if not _routable(message):
         raise RoutingError("This reply cannot be sent to an owner.")
     existing = RoutedQuestion.objects.filter(message=message).first()
     if existing is not None:
         return existing
+    embedding = _embed(_question_and_query(message)[1])
     with transaction.atomic():
-        return _create(message=message, origin=RoutedQuestion.Origin.MANUAL)
+        return _create(message=message, origin=RoutedQuestion.Origin.MANUAL, embedding=embedding)
 
 
 # ------------------------------------------------------------------------------------- notifications
@@ -257,10 +277,7 @@ def recipients_for(question: RoutedQuestion) -> list:
     """Who is told about a new question: the owner, or every active admin of the tenant."""
     if question.target is not None and not question.fallback:
         return [question.target]
-    User = get_user_model()
-    return list(
-        User.objects.filter(tenant_id=question.tenant_id, is_active=True).filter(Q(is_superuser=True) | Q(is_staff=True))
-    )
+    return list(policy.admins_of(tenant_id=question.tenant_id))
 
 
 def _group_send(group: str, event: dict) -> None:
@@ -337,7 +354,7 @@ def question_answer(
     text = (text or "").strip()
     if not text:
         raise RoutingError("Write an answer first.")
-    if not user_can_answer(user=user, question=question):
+    if not policy.may_answer(user=user, question=question):
         raise QuestionNotFound("No such question.")
     now = timezone.now()
     with transaction.atomic():
@@ -377,7 +394,7 @@ def question_answer(
 
 def question_close(*, question: RoutedQuestion, user) -> RoutedQuestion:
     """Close without an answer (spam, duplicate, nothing to say)."""
-    if not user_can_answer(user=user, question=question):
+    if not policy.may_answer(user=user, question=question):
         raise QuestionNotFound("No such question.")
     RoutedQuestion.objects.filter(pk=question.pk, status=RoutedQuestion.Status.OPEN).update(
         status=RoutedQuestion.Status.CLOSED
@@ -405,7 +422,7 @@ def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) 
     from documents.services import UploadRefused, document_create
     from documents.tasks import ingestion_enqueue
 
-    if not user_can_answer(user=user, question=question):
+    if not policy.may_answer(user=user, question=question):
         raise QuestionNotFound("No such question.")
     if question.status != RoutedQuestion.Status.ANSWERED or not question.answer:
         raise RoutingError("Answer the question before publishing it.")

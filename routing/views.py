@@ -12,13 +12,12 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from chat import selectors as chat_selectors
-from chat.models import Message
 from chat.rendering import render_answer
-from documents.selectors import tags_uploadable_by
+from access import policy
 from ragchat.partials import render_partial
 from routing import selectors, services
 from routing.forms import AnswerForm
+from documents.models import PUBLIC_TAG_SLUG
 from routing.models import RoutedQuestion
 
 
@@ -26,7 +25,7 @@ from routing.models import RoutedQuestion
 @require_GET
 def inbox(request):
     user = request.user
-    if not selectors.user_has_inbox(user=user):
+    if not policy.has_inbox(user=user):
         raise Http404("No inbox.")
     rows = selectors.inbox_rows(user=user)
     answered = selectors.inbox_questions(user=user, status=RoutedQuestion.Status.ANSWERED)[:10]
@@ -38,7 +37,7 @@ def inbox(request):
             "open_count": sum(r.askers for r in rows),
             "answered": answered,
             "figures": selectors.tag_figures(user=user),
-            "is_admin": selectors.user_is_routing_admin(user),
+            "is_admin": policy.is_admin(user),
             "window_days": selectors.FIGURES_WINDOW_DAYS,
         },
     )
@@ -47,7 +46,7 @@ def inbox(request):
 def _publish_tags(*, user, question: RoutedQuestion):
     if question.tag is not None:
         return None
-    return tags_uploadable_by(user=user).exclude(slug="public").order_by("name")
+    return policy.uploadable_tags(user=user).exclude(slug=PUBLIC_TAG_SLUG).order_by("name")
 
 
 @login_required
@@ -80,6 +79,10 @@ def question_detail(request, question_id):
                 return redirect("routing:question", question_id=question.pk)
     elif request.method != "GET":
         return HttpResponse(status=405)
+    context = policy.question_context(
+        user=request.user, question=question, conversation=selectors.conversation_before(question=question)
+    )
+    sources = context.sources.visible
     return render(
         request,
         "routing/question.html",
@@ -87,11 +90,11 @@ def question_detail(request, question_id):
             "q": question,
             "form": form,
             "group": selectors.group_questions(question=question),
-            "conversation": selectors.conversation_before(question=question),
-            "sources": question.citations or [],
+            "context": context,
+            "sources": sources,
             "confidence": _confidence(question),
-            "draft_html": render_answer(question.draft, known=question.citations or [], prefix=f"rq{question.pk}").html
-            if question.draft
+            "draft_html": render_answer(question.draft, known=sources, prefix=f"rq{question.pk}").html
+            if question.draft and context.draft_visible
             else "",
             "can_publish": question.status == RoutedQuestion.Status.ANSWERED and not question.published_document_id,
             "publish_tags": publish_tags,
@@ -121,7 +124,7 @@ def question_publish(request, question_id):
     tag = None
     raw = request.POST.get("publish_tag")
     if raw:
-        tag = tags_uploadable_by(user=request.user).filter(pk=raw if raw.isdigit() else -1).first()
+        tag = policy.uploadable_tags(user=request.user).filter(pk=raw if raw.isdigit() else -1).first()
         if tag is None:
             raise Http404("No such tag.")
     try:
@@ -148,8 +151,8 @@ def question_close(request, question_id):
 @require_POST
 def escalate(request, message_id):
     """The asker's "Ask the owner" on an answer (htmx: returns the button's replacement)."""
-    message = Message.objects.filter(pk=message_id).select_related("session", "reply_to").first()
-    if message is None or chat_selectors.session_for_user(user=request.user, session_id=message.session_id) is None:
+    message = policy.message_in_own_session(user=request.user, message_id=message_id)
+    if not policy.may_escalate(user=request.user, message=message):
         raise Http404("No such answer.")
     try:
         question = services.question_escalate(user=request.user, message=message)

@@ -22,11 +22,11 @@ async def _index_two_chunks():
     )
 
 
-def test_health_all_up(client, rag_runtime, fake_ollama):
+def test_health_all_up(admin_client, rag_runtime, fake_ollama):
     from asgiref.sync import async_to_sync
 
     async_to_sync(_index_two_chunks)()
-    response = client.get("/health")
+    response = admin_client.get("/health")
     assert response.status_code == 200
     body = json.loads(response.content)
     assert body["status"] == "ok"
@@ -42,40 +42,40 @@ def test_health_all_up(client, rag_runtime, fake_ollama):
     assert ollama["latency_ms"] >= 0
 
 
-def test_health_ollama_down_is_degraded_but_up(client, rag_runtime, fake_ollama):
+def test_health_ollama_down_is_degraded_but_up(admin_client, rag_runtime, fake_ollama):
     """Embedded mode works without Ollama (answers degrade to cited passages), so 200."""
     fake_ollama.refuse_connections()
-    response = client.get("/health")
+    response = admin_client.get("/health")
     assert response.status_code == 200
     body = json.loads(response.content)
     assert body["status"] == "degraded"
     assert body["ollama"]["reachable"] is False and body["ollama"]["ok"] is False
 
 
-def test_health_ollama_required_and_down_is_503(client, rag_runtime, fake_ollama, settings):
+def test_health_ollama_required_and_down_is_503(admin_client, rag_runtime, fake_ollama, settings):
     settings.RAGCHAT_REQUIRE_OLLAMA = True
     fake_ollama.refuse_connections()
-    response = client.get("/health")
+    response = admin_client.get("/health")
     assert response.status_code == 503
     assert json.loads(response.content)["status"] == "down"
 
 
-def test_health_model_missing_is_reported(client, rag_runtime, fake_ollama):
+def test_health_model_missing_is_reported(admin_client, rag_runtime, fake_ollama):
     fake_ollama.models(["qwen3:8b"])
-    body = json.loads(client.get("/health").content)
+    body = json.loads(admin_client.get("/health").content)
     assert body["ollama"]["reachable"] is True
     assert body["ollama"]["missing"] == ["llama3.2"]
     assert body["status"] == "degraded"
 
 
-def test_health_vector_store_mismatch_is_503(client, rag_runtime, fake_ollama, settings, tmp_path):
+def test_health_vector_store_mismatch_is_503(admin_client, rag_runtime, fake_ollama, settings, tmp_path):
     """A collection built with another embedder: the store is down, and /health says why."""
     from asgiref.sync import async_to_sync
 
     async_to_sync(_index_two_chunks)()
     runtime.reset()
     settings.RAG = replace(settings.RAG, embedding_backend="ollama", embedding_model="nomic-embed-text")
-    response = client.get("/health")
+    response = admin_client.get("/health")
     assert response.status_code == 503
     body = json.loads(response.content)
     assert body["vector_store"]["ok"] is False
@@ -83,10 +83,24 @@ def test_health_vector_store_mismatch_is_503(client, rag_runtime, fake_ollama, s
     assert "hashing-384" in body["vector_store"]["error"]
 
 
-def test_health_reports_the_cross_encoder_only_when_configured(client, rag_runtime, fake_ollama, settings):
-    assert "cross_encoder" not in json.loads(client.get("/health").content)
+def test_health_reports_the_cross_encoder_only_when_configured(admin_client, rag_runtime, fake_ollama, settings):
+    assert "cross_encoder" not in json.loads(admin_client.get("/health").content)
     runtime.reset()
     settings.RAG = replace(settings.RAG, rag_reranker="no-such-org/no-such-cross-encoder")
-    body = json.loads(client.get("/health").content)
+    body = json.loads(admin_client.get("/health").content)
     assert body["cross_encoder"] == {"model": "no-such-org/no-such-cross-encoder", "status": "not loaded yet"}
     assert runtime.rag_service().reranker is runtime.reranker()
+
+
+@pytest.mark.parametrize("who", ["anonymous", "member", "staff"])
+def test_health_shows_only_the_status_to_everyone_but_admins(client, rag_runtime, fake_ollama, django_user_model, who):
+    """Model names, counts and URLs are for admins; anyone else (a load balancer's probe too) gets
+    the verdict and the status code alone."""
+    if who != "anonymous":
+        user = django_user_model.objects.create_user(who, password="pw-12345-long", is_staff=(who == "staff"))
+        client.force_login(user)
+    response = client.get("/health")
+    body = json.loads(response.content)
+    assert response.status_code == 200
+    assert body == {"status": "degraded"} or body == {"status": "ok"}
+    assert rag_runtime.chat_model not in response.content.decode()

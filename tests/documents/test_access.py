@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from asgiref.sync import async_to_sync
 
+from access import policy
 from documents import selectors
 from ragchat.evaluation.docgen import make_text
 
@@ -23,24 +24,24 @@ def public_doc(upload, people):
 
 
 def test_tag_slugs_per_role(people, tags):
-    assert selectors.user_tag_slugs(user=people["member"]) == ["finance", "public"]
-    assert selectors.user_tag_slugs(user=people["owner"]) == ["finance", "public"]
-    assert selectors.user_tag_slugs(user=people["outsider"]) == ["public"]
-    assert selectors.user_tag_slugs(user=people["admin"]) == ["finance", "hr", "public"]
-    assert selectors.user_tag_slugs(user=people["other_tenant"]) == ["public"]
+    assert policy.readable_tag_slugs(user=people["member"]) == ["finance", "public"]
+    assert policy.readable_tag_slugs(user=people["owner"]) == ["finance", "public"]
+    assert policy.readable_tag_slugs(user=people["outsider"]) == ["public"]
+    assert policy.readable_tag_slugs(user=people["admin"]) == ["finance", "hr", "public"]
+    assert policy.readable_tag_slugs(user=people["other_tenant"]) == ["public"]
 
 
 def test_uploadable_tags(people, tags):
-    assert list(selectors.tags_uploadable_by(user=people["owner"])) == [tags["finance"]]
-    assert not selectors.tags_uploadable_by(user=people["member"]).exists()
-    assert set(selectors.tags_uploadable_by(user=people["admin"])) == {tags["finance"], tags["hr"], tags["public"]}
+    assert list(policy.uploadable_tags(user=people["owner"])) == [tags["finance"]]
+    assert not policy.uploadable_tags(user=people["member"]).exists()
+    assert set(policy.uploadable_tags(user=people["admin"])) == {tags["finance"], tags["hr"], tags["public"]}
 
 
 def test_search_respects_tags(secret, public_doc, people, vectors):
-    outsider = vectors.search("merger Globex fifth of May", user_tags=selectors.user_tag_slugs(user=people["outsider"]))
+    outsider = vectors.search("merger Globex fifth of May", user_tags=policy.readable_tag_slugs(user=people["outsider"]))
     assert [r for r in outsider if r.document_id == str(secret.id)] == []
     assert any(r.document_id == str(public_doc.id) for r in vectors.search("office public holidays", user_tags=["public"]))
-    member = vectors.search("merger Globex fifth of May", user_tags=selectors.user_tag_slugs(user=people["member"]))
+    member = vectors.search("merger Globex fifth of May", user_tags=policy.readable_tag_slugs(user=people["member"]))
     assert member and member[0].document_id == str(secret.id)
     other_tenant = vectors.search("merger Globex", user_tags=["finance", "public"], tenant_id="acme")
     assert other_tenant == []

@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from documents.models import Document, Tag
-from documents.selectors import user_tag_slugs
+from access.policy import readable_tag_slugs as user_tag_slugs
 from ragchat.evaluation.docgen import make_png, make_text
 
 pytestmark = pytest.mark.django_db

@@ -70,8 +70,11 @@ def assert_inert(html: str, *, shown: bool = True) -> None:
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "REDIS_URL", "QDRANT_URL")}
+    # Only what the README's production recipe sets: nothing of the test suite's plain-HTTP settings.
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("DATABASE_URL", "REDIS_URL", "QDRANT_URL") and not k.startswith("DJANGO_SECURE_")}
     env.update(
+        DJANGO_SETTINGS_MODULE="ragchat.settings",
         DJANGO_DEBUG="false",
         DJANGO_SECRET_KEY="k" + uuid.uuid4().hex + uuid.uuid4().hex + "-Zq9!x",
         DJANGO_ALLOWED_HOSTS="chat.example.com",
@@ -86,7 +89,7 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
 
 def test_production_settings_refuse_to_start_without_a_secret(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "DJANGO_SECRET_KEY"}
-    env.update(DJANGO_DEBUG="false", RAGCHAT_DATA_DIR=str(tmp_path))
+    env.update(DJANGO_SETTINGS_MODULE="ragchat.settings", DJANGO_DEBUG="false", RAGCHAT_DATA_DIR=str(tmp_path))
     done = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode != 0 and "DJANGO_SECRET_KEY" in done.stderr
 

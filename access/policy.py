@@ -1,0 +1,407 @@
+"""The access policy: the one place that answers "may this person read, see or act on this?".
+
+Every view, consumer, selector, template context, admin page, management command and API of the
+project asks here; no other module decides access. The rules, in one sentence each:
+
+- **Signed in** means an authenticated, active account. Everything else below starts from there.
+- **Admin** means an active superuser, and only within their own tenant. Staff status alone grants
+  nothing: it is Django's flag for the admin site, which this policy also restricts to admins.
+- **Tags held**: the tags a person owns or is a member of, plus their tenant's `public` tag; an
+  admin holds every tag of the tenant.
+- **Documents**: readable when they carry a held tag (same tenant). Anything derived from a
+  document — chunks, snippets, titles, filenames, pages, sections, drafts written from them,
+  assistant messages built on them — is shown only to people who may read that document.
+- **Managing a document** (retry, re-index, replace, delete): admins, its uploader, or an owner
+  of one of its tags. **Uploading** to a tag: admins, and the tag's owner.
+- **Chat sessions and their messages**: their owner only (admins included: a chat is private).
+- **Routed questions**: the person it was routed to, the current owner of its tag, and admins.
+  What such a viewer sees of the asker's context is decided by `question_context` (see
+  docs/access.md for the reasoning).
+- **Figures**: a tag owner sees the figures of the tags they own; admins every tag.
+- **Websocket groups**: a chat group is joined by the session's owner; the inbox and document
+  groups by the signed-in user for themselves, each event re-checked against this policy.
+
+Models are looked up through the app registry rather than imported, so that this module sits below
+the apps it rules over without an import cycle (the apps' selectors import this module).
+"""
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.apps import apps
+from django.contrib.auth import get_user_model
+from django.db.models import Q, QuerySet
+
+from ragchat.services.vector_store import PUBLIC_TAG as PUBLIC_TAG_SLUG
+
+
+def _model(label: str):
+    return apps.get_model(label)
+
+
+# ----------------------------------------------------------------------------------- who
+
+
+def is_signed_in(user) -> bool:
+    return bool(user is not None and getattr(user, "is_authenticated", False) and user.is_active)
+
+
+def is_admin(user) -> bool:
+    """The one definition of "admin": an active superuser (of their own tenant)."""
+    return bool(is_signed_in(user) and user.is_superuser)
+
+
+def admins_of(*, tenant_id: str) -> QuerySet:
+    """Every admin of a tenant: who receives questions that have no owner."""
+    return get_user_model().objects.filter(tenant_id=tenant_id, is_active=True, is_superuser=True)
+
+
+def tenant_users(*, user) -> QuerySet:
+    """The people an admin may pick (e.g. for "view as"): their own tenant's, active or not."""
+    if not is_admin(user):
+        return get_user_model().objects.none()
+    return get_user_model().objects.filter(tenant_id=user.tenant_id).order_by("username")
+
+
+def may_use_admin_site(user) -> bool:
+    return is_admin(user)
+
+
+# ----------------------------------------------------------------------------------- tags
+
+
+def readable_tags(*, user) -> QuerySet:
+    Tag = _model("documents.Tag")
+    if not is_signed_in(user):
+        return Tag.objects.none()
+    tags = Tag.objects.filter(tenant_id=user.tenant_id)
+    if is_admin(user):
+        return tags
+    return tags.filter(Q(slug=PUBLIC_TAG_SLUG) | Q(owner=user) | Q(members=user)).distinct()
+
+
+def readable_tag_slugs(*, user) -> list[str]:
+    """The slugs of the tags a person holds, "public" always included: the chunk filter's any-of list."""
+    if not is_signed_in(user):
+        return []
+    slugs = set(readable_tags(user=user).values_list("slug", flat=True))
+    slugs.add(PUBLIC_TAG_SLUG)
+    return sorted(slugs)
+
+
+def uploadable_tags(*, user) -> QuerySet:
+    """Admins may upload to any tag of their tenant, tag owners to the tags they own; members never."""
+    Tag = _model("documents.Tag")
+    if not is_signed_in(user):
+        return Tag.objects.none()
+    tags = Tag.objects.filter(tenant_id=user.tenant_id)
+    return tags if is_admin(user) else tags.filter(owner=user)
+
+
+def owned_tags(*, user) -> QuerySet:
+    Tag = _model("documents.Tag")
+    if not is_signed_in(user):
+        return Tag.objects.none()
+    return Tag.objects.filter(tenant_id=user.tenant_id, owner=user)
+
+
+def may_read_tag(*, user, tag) -> bool:
+    if tag is None:
+        return is_admin(user)
+    return readable_tags(user=user).filter(pk=tag.pk).exists()
+
+
+# ----------------------------------------------------------------------------------- documents
+
+
+def readable_documents(*, user) -> QuerySet:
+    """Every document the person may read (unordered; callers narrow and order)."""
+    Document = _model("documents.Document")
+    if not is_signed_in(user):
+        return Document.objects.none()
+    documents = Document.objects.filter(tenant_id=user.tenant_id)
+    if is_admin(user):
+        return documents
+    held = readable_tag_slugs(user=user)
+    return Document.objects.filter(
+        id__in=documents.filter(tags__slug__in=held, tags__tenant_id=user.tenant_id).values("id")
+    )
+
+
+def _uuid_strings(ids: Iterable[Any]) -> set[str]:
+    keys: set[str] = set()
+    for raw in ids:
+        try:
+            keys.add(str(uuid.UUID(str(raw))))
+        except (TypeError, ValueError):
+            continue
+    return keys
+
+
+def readable_document_ids(*, user, document_ids: Iterable[Any]) -> set[str]:
+    """Which of these document ids (strings) the person may read; unknown or malformed ids are not."""
+    keys = _uuid_strings(document_ids)
+    if not keys:
+        return set()
+    return {str(pk) for pk in readable_documents(user=user).filter(id__in=keys).values_list("id", flat=True)}
+
+
+def may_read_document(*, user, document) -> bool:
+    return readable_documents(user=user).filter(pk=document.pk).exists()
+
+
+def manageable_document_ids(*, user, document_ids: Iterable[Any]) -> set[str]:
+    """Which of these documents the person may retry, re-index, replace or delete, in one query:
+    admins every one of their tenant, otherwise the uploader or an owner of one of its tags."""
+    keys = _uuid_strings(document_ids)
+    if not keys or not is_signed_in(user):
+        return set()
+    Document = _model("documents.Document")
+    documents = Document.objects.filter(tenant_id=user.tenant_id, id__in=keys)
+    if not is_admin(user):
+        documents = documents.filter(Q(uploaded_by=user) | Q(tags__owner=user))
+    return {str(pk) for pk in documents.values_list("id", flat=True).distinct()}
+
+
+def may_manage_document(*, user, document) -> bool:
+    return str(document.pk) in manageable_document_ids(user=user, document_ids=[document.pk])
+
+
+# ----------------------------------------------------------------------------------- sources
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """What a person may see of a list of sources (citation-shaped dicts): the visible ones, in
+    order, and how many were withheld."""
+
+    visible: list[dict] = field(default_factory=list)
+    withheld: int = 0
+
+    @property
+    def all_visible(self) -> bool:
+        return self.withheld == 0
+
+
+def visible_sources(*, user, sources: Sequence[Any] | None, readable: set[str] | None = None) -> SourceView:
+    """Sources (snippets, titles, pages, sections) derived from documents the person may read.
+    A source whose document is gone, or that names none, is withheld as well: nobody can vouch
+    for it any more. `readable` may be passed when the caller already asked for a wider set."""
+    items = [s for s in (sources or []) if isinstance(s, dict)]
+    if readable is None:
+        readable = readable_document_ids(user=user, document_ids=[s.get("document_id") for s in items])
+    visible = [s for s in items if str(s.get("document_id") or "") in readable]
+    return SourceView(visible=visible, withheld=len(items) - len(visible))
+
+
+def source_document_ids(sources: Iterable[Any] | None) -> list[str]:
+    return [str(s.get("document_id")) for s in (sources or []) if isinstance(s, dict) and s.get("document_id")]
+
+
+# ----------------------------------------------------------------------------------- chat
+
+
+def sessions(*, user) -> QuerySet:
+    ChatSession = _model("chat.ChatSession")
+    if not is_signed_in(user):
+        return ChatSession.objects.none()
+    return ChatSession.objects.filter(owner=user)
+
+
+def session_or_none(*, user, session_id):
+    """The session when the person owns it, else None (absent and forbidden look alike)."""
+    try:
+        key = uuid.UUID(str(session_id))
+    except (TypeError, ValueError):
+        return None
+    return sessions(user=user).filter(pk=key).first()
+
+
+def message_in_own_session(*, user, message_id):
+    """A message of one of the person's own sessions, else None."""
+    Message = _model("chat.Message")
+    if not is_signed_in(user):
+        return None
+    try:
+        key = int(message_id)
+    except (TypeError, ValueError):
+        return None
+    return Message.objects.filter(pk=key, session__owner=user).select_related("session", "reply_to").first()
+
+
+def may_join_session_group(*, user, session_id) -> bool:
+    return session_or_none(user=user, session_id=session_id) is not None
+
+
+# ----------------------------------------------------------------------------------- routing
+
+
+def visible_questions(*, user) -> QuerySet:
+    """Routed questions the person may open: routed to them, on a tag they own, or (admins) any of
+    the tenant's."""
+    RoutedQuestion = _model("routing.RoutedQuestion")
+    if not is_signed_in(user):
+        return RoutedQuestion.objects.none()
+    questions = RoutedQuestion.objects.filter(tenant_id=user.tenant_id)
+    if is_admin(user):
+        return questions
+    return questions.filter(Q(target=user) | Q(tag__owner=user))
+
+
+def inbox_filter(*, user) -> Q:
+    """The inbox: questions on tags the person owns or routed to them; admins also receive the
+    fallback ones (no tag, no owner, owner gone)."""
+    mine = Q(target=user) | Q(tag__owner=user)
+    if is_admin(user):
+        mine |= Q(fallback=True) | Q(target__isnull=True)
+    return mine & Q(tenant_id=user.tenant_id)
+
+
+def has_inbox(*, user) -> bool:
+    if not is_signed_in(user):
+        return False
+    return is_admin(user) or owned_tags(user=user).exists()
+
+
+def question_or_none(*, user, question_id):
+    try:
+        key = int(question_id)
+    except (TypeError, ValueError):
+        return None
+    return visible_questions(user=user).filter(pk=key).first()
+
+
+def may_answer(*, user, question) -> bool:
+    return visible_questions(user=user).filter(pk=question.pk).exists()
+
+
+def may_escalate(*, user, message) -> bool:
+    """"Ask the owner" on an answer: only from the asker's own session."""
+    return message is not None and is_signed_in(user) and message.session.owner_id == user.pk
+
+
+def figure_tags(*, user) -> QuerySet:
+    """Tags whose figures the person sees: the ones they own; admins every tag of the tenant."""
+    Tag = _model("documents.Tag")
+    if not is_signed_in(user):
+        return Tag.objects.none()
+    tags = Tag.objects.filter(tenant_id=user.tenant_id).exclude(slug=PUBLIC_TAG_SLUG)
+    return tags if is_admin(user) else tags.filter(owner=user)
+
+
+def may_see_untagged_figures(*, user) -> bool:
+    return is_admin(user)
+
+
+@dataclass(frozen=True)
+class ContextEntry:
+    """One message of the asker's conversation as a question's viewer may see it: the message, or
+    None with the reason it is withheld."""
+
+    message: Any
+    withheld_sources: int = 0
+    withheld_reason: str = ""
+
+    @property
+    def visible(self) -> bool:
+        return not self.withheld_reason
+
+
+@dataclass(frozen=True)
+class QuestionContext:
+    """What the viewer of a routed question may see of what the assistant had.
+
+    sources: the passages the asker was shown, narrowed to documents the viewer may read.
+    draft_visible: the assistant's draft was written from every source it had; it is shown only
+        when the viewer may read all of them.
+    conversation: each earlier message, or a note that it is withheld.
+    contextual_query_visible: the rewritten search query is built from the conversation; it is
+        shown only when nothing of the conversation is withheld.
+    """
+
+    sources: SourceView
+    draft_visible: bool
+    conversation: list[ContextEntry]
+    contextual_query_visible: bool
+
+    @property
+    def withheld_any(self) -> bool:
+        return (
+            self.sources.withheld > 0
+            or not self.draft_visible
+            or not self.contextual_query_visible
+            or any(not e.visible for e in self.conversation)
+        )
+
+
+def _owner_answer_visible(*, user, message, answered_by_message: dict) -> bool:
+    """An earlier answer from a person is shown when the viewer may read the tag it was given
+    under (it may quote documents of that tag); untagged ones only to admins."""
+    tag = answered_by_message.get(message.pk)
+    if tag is None:
+        return is_admin(user)
+    return readable_tags(user=user).filter(pk=tag.pk).exists() if tag else is_admin(user)
+
+
+def question_context(*, user, question, conversation: Sequence[Any]) -> QuestionContext:
+    """Decide, for a viewer who may open `question`, what of the asker's context they may see.
+
+    The asker's own words (their questions) are always shown: the viewer needs them to answer.
+    Everything that came from documents is shown only where the viewer may read every document it
+    came from; what is withheld is counted, never silently dropped.
+    """
+    RoutedQuestion = _model("routing.RoutedQuestion")
+    Message = _model("chat.Message")
+    all_ids = set(source_document_ids(question.citations))
+    for m in conversation:
+        all_ids.update(source_document_ids(m.citations))
+        all_ids.update(source_document_ids(m.passages))
+    readable = readable_document_ids(user=user, document_ids=all_ids)
+    sources = visible_sources(user=user, sources=question.citations, readable=readable)
+
+    owner_messages = [m.pk for m in conversation if m.role == Message.Role.OWNER]
+    answered_by_message: dict[int, Any] = {}
+    if owner_messages:
+        for q in RoutedQuestion.objects.filter(answer_message_id__in=owner_messages).select_related("tag"):
+            answered_by_message[q.answer_message_id] = q.tag or False
+
+    entries: list[ContextEntry] = []
+    for m in conversation:
+        if m.role == Message.Role.USER:
+            entries.append(ContextEntry(message=m))
+        elif m.role == Message.Role.OWNER:
+            if _owner_answer_visible(user=user, message=m, answered_by_message=answered_by_message):
+                entries.append(ContextEntry(message=m))
+            else:
+                entries.append(ContextEntry(message=None, withheld_reason="an answer given under a tag you do not hold"))
+        else:
+            ids = set(source_document_ids(m.citations)) | set(source_document_ids(m.passages))
+            hidden = len(ids - readable)
+            if hidden:
+                entries.append(
+                    ContextEntry(message=None, withheld_sources=hidden, withheld_reason="it drew on documents you may not read")
+                )
+            else:
+                entries.append(ContextEntry(message=m))
+    conversation_clear = all(e.visible for e in entries)
+    return QuestionContext(
+        sources=sources,
+        draft_visible=sources.all_visible,
+        conversation=entries,
+        contextual_query_visible=conversation_clear and sources.all_visible,
+    )
+
+
+# ----------------------------------------------------------------------------------- audit
+
+
+def may_read_audit_log(user) -> bool:
+    return is_admin(user)
+
+
+def may_view_as(*, user, subject) -> bool:
+    """An admin may preview what another person of their own tenant would retrieve."""
+    return is_admin(user) and subject is not None and subject.tenant_id == user.tenant_id

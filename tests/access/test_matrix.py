@@ -1,0 +1,415 @@
+"""The permission matrix: every route of the URL resolver and every websocket route, for every role.
+
+Routes are read from the resolver, so a new view joins the matrix by itself — and fails it until it
+is classified below (ROUTES). For each (route, role):
+- no response body, redirect target or websocket frame carries a marker the role may not read
+  (READABLE in conftest, written by hand);
+- a role the rule refuses is refused (anonymous to the sign-in page, everyone else a 404 or 403),
+  and a role it allows is served;
+- a state-changing route changes nothing for a refused role (each route names the state it guards).
+"""
+from __future__ import annotations
+
+import json
+import uuid
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
+from channels.testing import WebsocketCommunicator
+from django.conf import settings as django_settings
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver
+
+from tests.access.conftest import MK_A, MK_B, MK_PUB, MK_T2, ROLES, World, build_world, leaked
+
+pytestmark = pytest.mark.django_db
+
+
+# ----------------------------------------------------------------------------------- the routes
+
+
+def _walk(patterns, prefix="", namespace=""):
+    for p in patterns:
+        if isinstance(p, URLResolver):
+            ns = f"{namespace}:{p.namespace}" if p.namespace and namespace else (p.namespace or namespace)
+            yield from _walk(p.url_patterns, prefix + str(p.pattern), ns)
+        elif isinstance(p, URLPattern):
+            label = p.name or f"<unnamed {prefix + str(p.pattern)}>"
+            name = f"{namespace}:{label}" if namespace else label
+            yield name, prefix + str(p.pattern)
+
+
+def all_routes() -> list[tuple[str, str]]:
+    return sorted(set(_walk(get_resolver().url_patterns)))
+
+
+def ws_routes() -> list[str]:
+    from ragchat.ws_urls import websocket_urlpatterns
+
+    return sorted(str(p.pattern) for p in websocket_urlpatterns)
+
+
+# Who may do what, by role, written from the rule (not from the policy module).
+SIGNED_IN = {r for r in ROLES if r != "anonymous"}
+HAS_INBOX = {"owner_a", "owner_b", "superuser", "other_tenant"}
+CAN_UPLOAD = {"owner_a", "owner_b", "superuser", "other_tenant"}
+READS_DOC = {
+    "doc_a": {"member_a", "owner_a", "superuser", "asker"},
+    "doc_b": {"owner_b", "superuser", "asker"},
+    "doc_pub": {"member_a", "owner_a", "owner_b", "staff", "superuser", "asker"},
+    "doc_t2": {"other_tenant"},
+}
+MANAGES_DOC = {"doc_a": {"owner_a", "superuser"}, "doc_b": {"owner_b", "superuser"}, "doc_pub": {"superuser"},
+               "doc_t2": {"other_tenant"}}
+OPENS_QUESTION = {"rq_a": {"owner_a", "superuser"}, "rq_b": {"owner_b", "superuser"}, "rq_fb": {"superuser"},
+                  "rq_t2": {"other_tenant"}}
+OWNS_SESSION = {"s1": {"asker"}, "s2": {"asker"}, "s3": {"asker"}, "s4": {"other_tenant"}}
+OWNS_MESSAGE = {"a1": {"asker"}, "a2": {"asker"}, "a5": {"other_tenant"}}
+
+
+@dataclass(frozen=True)
+class Route:
+    """How to call a route and who may: `variants` maps a label to (URL kwargs, roles allowed);
+    `state` (POST routes) reads the state the route guards, to compare before and after."""
+
+    method: str
+    variants: Callable[[World], dict[str, tuple[dict, set[str]]]]
+    data: dict | None = None
+    state: Callable[[World, str], object] | None = None
+
+
+def one(allowed: set[str]):
+    return lambda w: {"": ({}, allowed)}
+
+
+def docs(table):
+    def variants(w):
+        out = {k: ({"document_id": w.docs[k].pk}, table[k]) for k in w.docs}
+        out["absent"] = ({"document_id": uuid.uuid4()}, set())
+        return out
+    return variants
+
+
+def questions(w):
+    out = {k: ({"question_id": q.pk}, OPENS_QUESTION[k]) for k, q in w.questions.items()}
+    out["absent"] = ({"question_id": 999999}, set())
+    return out
+
+
+def sessions(w):
+    return {k: ({"session_id": s.pk}, OWNS_SESSION[k]) for k, s in w.sessions.items()}
+
+
+def messages(w):
+    return {k: ({"message_id": w.messages[k].pk}, roles) for k, roles in OWNS_MESSAGE.items()}
+
+
+def _doc_state(w, key):
+    from documents.models import Document
+
+    d = Document.objects.filter(pk=w.docs[key].pk).values("status", "version", "title").first() if key else None
+    return d, Document.objects.count()
+
+
+def _question_state(w, key):
+    from routing.models import RoutedQuestion
+
+    q = w.questions.get(key)
+    return RoutedQuestion.objects.filter(pk=q.pk).values("status", "answer", "published_document").first() if q else None
+
+
+def _session_state(w, key):
+    from chat.models import ChatSession
+
+    s = w.sessions.get(key)
+    return ChatSession.objects.filter(pk=s.pk).values("title").first() if s else None
+
+
+def _counts(*labels):
+    def state(w, key):
+        from django.apps import apps
+
+        return tuple(apps.get_model(label).objects.count() for label in labels)
+    return state
+
+
+ROUTES: dict[str, Route] = {
+    "home": Route("GET", one(SIGNED_IN)),
+    "health": Route("GET", one(set(ROLES))),
+    "login": Route("GET", one(set(ROLES))),
+    "logout": Route("POST", one(set(ROLES)), state=_counts("chat.ChatSession")),
+    "chat:new": Route("POST", one(SIGNED_IN), state=_counts("chat.ChatSession")),
+    "chat:session": Route("GET", sessions),
+    "chat:rename": Route("POST", sessions, data={"title": "Renamed by someone"}, state=_session_state),
+    "chat:delete": Route("POST", sessions, state=_session_state),
+    "documents:list": Route("GET", one(SIGNED_IN)),
+    "documents:upload": Route("POST", one(CAN_UPLOAD), state=_counts("documents.Document")),
+    "documents:detail": Route("GET", docs(READS_DOC)),
+    "documents:row": Route("GET", docs(READS_DOC)),
+    "documents:download": Route("GET", docs(READS_DOC)),
+    "documents:retry": Route("POST", docs(MANAGES_DOC), state=_doc_state),
+    "documents:replace": Route("POST", docs(MANAGES_DOC), state=_doc_state),
+    "documents:delete": Route("POST", docs(MANAGES_DOC), state=_doc_state),
+    "routing:inbox": Route("GET", one(HAS_INBOX)),
+    "routing:mine": Route("GET", one(SIGNED_IN)),
+    "routing:question": Route("GET", questions),
+    "routing:question#answer": Route("POST", questions, data={"answer": "An answer from a person."},
+                                     state=_question_state),
+    "routing:publish": Route("POST", questions, state=_question_state),
+    "routing:close": Route("POST", questions, state=_question_state),
+    "routing:escalate": Route("POST", messages, state=_counts("routing.RoutedQuestion")),
+    "access:view_as": Route("GET", one({"superuser"})),
+    "access:view_as#run": Route("POST", one({"superuser"}), state=_counts("access.AuditEvent")),
+    "access:audit": Route("GET", one({"superuser"})),
+}
+# The Django admin site (every one of its generated routes): admins only, their own tenant's rows.
+ADMIN_NAMESPACE = "admin"
+
+
+def route_names() -> list[str]:
+    return [name for name, _ in all_routes()]
+
+
+def test_every_route_is_classified():
+    unclassified = [
+        (name, pattern)
+        for name, pattern in all_routes()
+        if not name.startswith(ADMIN_NAMESPACE + ":") and name not in ROUTES
+    ]
+    assert not unclassified, f"routes missing from the permission matrix: {unclassified}"
+    stale = [n for n in ROUTES if n.split("#")[0] not in set(route_names())]
+    assert not stale, f"matrix entries with no route: {stale}"
+
+
+def test_every_websocket_route_is_classified():
+    assert set(ws_routes()) == set(WS_ROUTES), f"unclassified websocket routes: {set(ws_routes()) ^ set(WS_ROUTES)}"
+
+
+# ----------------------------------------------------------------------------------- HTTP
+
+
+def client_for(role: str, w: World) -> Client:
+    client = Client()
+    if role != "anonymous":
+        client.force_login(w.users[role])
+    return client
+
+
+def _body(response) -> str:
+    if getattr(response, "streaming", False):
+        content = b"".join(response.streaming_content)
+    else:
+        content = response.content
+    text = content.decode("utf-8", errors="replace")
+    return text + "\n" + response.get("Location", "")
+
+
+def _is_login_redirect(response) -> bool:
+    return response.status_code == 302 and response["Location"].startswith("/accounts/login/")
+
+
+def _refused(role: str, response) -> bool:
+    if role == "anonymous":
+        return _is_login_redirect(response) or response.status_code in (403, 404)
+    return response.status_code in (403, 404)
+
+
+def _reverse(name: str, kwargs: dict) -> str:
+    from django.urls import reverse
+
+    return reverse(name.split("#")[0], kwargs=kwargs)
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", sorted(ROUTES))
+def test_route_for_role(name, role, rag_runtime, world):
+    route = ROUTES[name]
+    client = client_for(role, world)
+    for label, (kwargs, allowed) in route.variants(world).items():
+        url = _reverse(name, kwargs)
+        before = route.state(world, label) if route.state else None
+        response = client.get(url) if route.method == "GET" else client.post(url, route.data or {})
+        where = f"{route.method} {url} ({label or name}) as {role}: {response.status_code}"
+        assert not leaked(role, _body(response)), f"{where} leaks {leaked(role, _body(response))}"
+        if role in allowed:
+            assert response.status_code < 400, f"{where}: refused an allowed role"
+            assert name == "logout" or not _is_login_redirect(response), f"{where}: sent an allowed role to sign in"
+        else:
+            assert _refused(role, response), f"{where}: not refused"
+            if route.state:
+                assert route.state(world, label) == before, f"{where}: changed state"
+
+
+# ----------------------------------------------------------------------------------- admin site
+
+
+def _admin_urls(w: World) -> list[tuple[str, str, bool]]:
+    """(url, label, tenant-own) for every admin route, filled with each fixture object of its model."""
+    from django.apps import apps
+    from django.urls import NoReverseMatch, reverse
+
+    objects = {
+        "ragchat_user": list(w.users.values()),
+        "ragchat_user_password": list(w.users.values()),
+        "documents_tag": list(w.tags.values()),
+        "documents_document": list(w.docs.values()),
+        "routing_routedquestion": list(w.questions.values()),
+    }
+    urls = []
+    for name, pattern in all_routes():
+        if not name.startswith(ADMIN_NAMESPACE + ":"):
+            continue
+        short = name.split(":", 1)[1]
+        if "<" not in pattern:
+            urls.append((reverse(name), short, True))
+            continue
+        if short == "app_list":
+            for config in apps.get_app_configs():
+                try:
+                    urls.append((reverse(name, kwargs={"app_label": config.label}), short, True))
+                except NoReverseMatch:
+                    continue
+            continue
+        if short == "view_on_site":
+            continue  # a redirect to the object's public URL: covered by that URL's own route
+        model_key, _, action = short.rpartition("_")
+        for obj in objects.get(model_key, []):
+            tenant = getattr(obj, "tenant_id", "default")
+            urls.append((reverse(name, args=[obj.pk]), short, tenant == "default"))
+    return urls
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_admin_site_for_role(role, rag_runtime, world):
+    client = client_for(role, world)
+    urls = _admin_urls(world)
+    assert len(urls) > 20
+    for url, label, own_tenant in urls:
+        response = client.get(url)
+        where = f"GET {url} as {role}: {response.status_code}"
+        assert not leaked(role, _body(response)), f"{where} leaks {leaked(role, _body(response))}"
+        if label in ("login", "logout", "autocomplete"):
+            continue  # the sign-in pages; autocomplete without its parameters (checked below with them)
+        if role == "superuser" and own_tenant:
+            ok = (200, 403) if label.endswith("_add") else (200,)  # some models are added elsewhere
+            assert response.status_code in ok, where
+        elif role == "superuser":
+            assert response.status_code in (302, 404), where  # another tenant's object does not exist here
+        else:
+            assert response.status_code == 302 and "/admin/login/" in response["Location"], where
+    autocomplete = client.get("/admin/autocomplete/", {"app_label": "documents", "model_name": "document",
+                                                       "field_name": "tags", "term": ""})
+    assert not leaked(role, _body(autocomplete))
+
+
+def test_admin_refuses_state_changes_from_non_admins(rag_runtime, world):
+    from documents.models import Document
+
+    doc = world.docs["doc_a"]
+    for role in ("member_a", "owner_a", "staff", "other_tenant", "asker"):
+        client = client_for(role, world)
+        response = client.post(f"/admin/documents/document/{doc.pk}/delete/", {"post": "yes"})
+        assert response.status_code == 302 and "/admin/login/" in response["Location"], role
+        response = client.post(f"/admin/documents/document/{doc.pk}/change/", {"title": "changed"})
+        assert response.status_code == 302 and "/admin/login/" in response["Location"], role
+    assert Document.objects.filter(pk=doc.pk, title=doc.title).exists()
+
+
+# ----------------------------------------------------------------------------------- websockets
+
+WS_ROUTES = ("ws/chat/<uuid:session_id>/", "ws/documents/", "ws/inbox/")
+
+
+async def _socket(path: str, user) -> WebsocketCommunicator:
+    from ragchat.asgi import application
+    from tests.chat.conftest import session_cookie
+
+    headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
+    if user is not None:
+        cookie = await sync_to_async(session_cookie)(user)
+        headers.append((b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()))
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def _frames(comm: WebsocketCommunicator, *, wait: float = 0.4) -> list[str]:
+    frames = []
+    while True:
+        try:
+            frames.append(await comm.receive_from(timeout=wait))
+        except Exception:  # TimeoutError: nothing more arrived
+            return frames
+
+
+@pytest.fixture
+def async_world(transactional_db, django_user_model, settings, tmp_path, rag_runtime):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return build_world(django_user_model)
+
+
+@pytest.mark.parametrize("role", ROLES)
+async def test_chat_socket_for_role(role, async_world):
+    w = async_world
+    user = w.users.get(role)
+    for key, session in w.sessions.items():
+        comm = await _socket(f"/ws/chat/{session.pk}/?sync={w.messages['a2'].pk}", user)
+        connected, _ = await comm.connect(timeout=5)
+        assert connected == (role in OWNS_SESSION[key]), f"{role} on {key}: connected={connected}"
+        if connected:
+            for frame in await _frames(comm):
+                assert not leaked(role, frame), f"{role} on {key} got {leaked(role, frame)}"
+        await comm.disconnect()
+
+
+@pytest.mark.parametrize("role", ROLES)
+async def test_documents_socket_for_role(role, async_world):
+    from documents.services import progress_group
+
+    w = async_world
+    user = w.users.get(role)
+    comm = await _socket("/ws/documents/", user)
+    connected, _ = await comm.connect(timeout=5)
+    assert connected == (role != "anonymous")
+    if not connected:
+        return
+    layer = get_channel_layer()
+    for doc in w.docs.values():  # every document's event, to every tenant's group
+        for tenant in ("default", "t2"):
+            await layer.group_send(progress_group(tenant), {"type": "document.changed", "document_id": str(doc.pk)})
+    frames = await _frames(comm)
+    for frame in frames:
+        assert not leaked(role, frame), f"{role} got {leaked(role, frame)}"
+    seen = {m for m in (MK_A, MK_B, MK_PUB, MK_T2) if any(m in f for f in frames)}
+    expected = {m for key, m in (("doc_a", MK_A), ("doc_b", MK_B), ("doc_pub", MK_PUB), ("doc_t2", MK_T2))
+                if role in READS_DOC[key]}
+    assert seen == expected, f"{role}: rows for {seen}, expected {expected}"
+    await comm.disconnect()
+
+
+@pytest.mark.parametrize("role", ROLES)
+async def test_inbox_socket_for_role(role, async_world):
+    from routing.services import user_group_name
+
+    w = async_world
+    user = w.users.get(role)
+    comm = await _socket("/ws/inbox/", user)
+    connected, _ = await comm.connect(timeout=5)
+    assert connected == (role != "anonymous")
+    if not connected:
+        return
+    layer = get_channel_layer()
+    for question in w.questions.values():  # every question's event, sent to this user's own group
+        await layer.group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
+    for frame in await _frames(comm):
+        assert not leaked(role, frame), f"{role} got {leaked(role, frame)}"
+    await comm.disconnect()
+
+
+def test_matrix_size():
+    """The note reports roles × routes: keep the count honest."""
+    http = len(ROUTES)
+    admin = sum(1 for n, _ in all_routes() if n.startswith(ADMIN_NAMESPACE + ":"))
+    assert http >= 20 and admin >= 20 and len(WS_ROUTES) == 3
+    print(json.dumps({"roles": len(ROLES), "http_routes": http, "admin_routes": admin, "ws_routes": len(WS_ROUTES)}))

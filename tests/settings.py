@@ -1,0 +1,11 @@
+"""Settings for the test suite: the production defaults (DEBUG off), plus a throwaway secret and
+plain-HTTP transport, since the test client and the live test servers speak HTTP on loopback.
+Subprocesses the tests start inherit these variables."""
+import os
+
+os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-not-a-secret-" + "x" * 40)
+os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "false")
+os.environ.setdefault("DJANGO_SECURE_COOKIES", "false")
+os.environ.setdefault("DJANGO_SECURE_HSTS_SECONDS", "0")
+
+from ragchat.settings import *  # noqa: E402,F403
