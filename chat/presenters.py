@@ -9,8 +9,7 @@ from django.urls import NoReverseMatch, reverse
 from chat.models import Message
 from chat.rendering import citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
 from ragchat.partials import render_partial
-
-STRATEGY_SMALLTALK = "smalltalk (direct reply)"
+from ragchat.services.rag_service import STRATEGY_SMALLTALK
 
 
 def streaming_body(text: str, passages: list[dict[str, Any]], *, prefix: str) -> str:

@@ -10,7 +10,9 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.db import models
 
-PUBLIC_TAG_SLUG = "public"
+# The tag every signed-in user of a tenant holds: the core's access rule defines it.
+from ragchat.services.vector_store import PUBLIC_TAG as PUBLIC_TAG_SLUG
+
 # Ingestion saves progress after every batch; this long without a save means nobody is working on it.
 STALE_AFTER = timedelta(minutes=10)
 

@@ -93,6 +93,14 @@ def components() -> RAGComponents:
     return built
 
 
+def install(parts: RAGComponents) -> None:
+    """Use `parts` from now on (a test that brings its own embedder, say); `reset()` forgets them.
+    The parts replaced are not closed: the new ones may share pieces with them."""
+    global _components
+    with _lock:
+        _components = parts
+
+
 def reset() -> None:
     """Forget the parts (tests, or after settings change); the next `components()` builds new ones
     from settings.RAG. Closes what holds files or sockets."""

@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ragchat.services.types import ChunkRecord
+from ragchat.services.vector_store import PUBLIC_TAG
 
-TAGS = ["public", "hr", "finance", "it", "legal", "sales", "engineering", "security"]
+TAGS = [PUBLIC_TAG, "hr", "finance", "it", "legal", "sales", "engineering", "security"]
 WORDS = (
     "policy employee vacation leave expense report receipt salary band review vpn gateway access "
     "badge server room incident root cause deployment release contract customer invoice payment "
@@ -23,12 +24,12 @@ def make_chunks(n: int, rng: random.Random, *, chunks_per_document: int = 20) ->
     """Realistic-looking chunks (120-180 words, an error code) of documents with ~8 tags, 2 tenants."""
     chunks = []
     doc = ""
-    tags: tuple[str, ...] = ("public",)
+    tags: tuple[str, ...] = (PUBLIC_TAG,)
     tenant = "default"
     for i in range(n):
         if i % chunks_per_document == 0:
             doc = str(uuid.UUID(int=rng.getrandbits(128), version=4))
-            tags = tuple(rng.sample(TAGS[1:], k=rng.choice([1, 1, 2]))) if rng.random() > 0.2 else ("public",)
+            tags = tuple(rng.sample(TAGS[1:], k=rng.choice([1, 1, 2]))) if rng.random() > 0.2 else (PUBLIC_TAG,)
             tenant = "default" if rng.random() > 0.1 else "acme"
         words = rng.choices(WORDS, k=rng.randint(120, 180))
         code = f"ERR-{rng.randint(1000, 9999)}"

@@ -14,7 +14,7 @@ from typing import Any
 from ragchat.bench.common import make_chunks, make_queries, pct
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import CachedEmbedder, HashingEmbedder
-from ragchat.services.vector_store import EdgeBackend, ServerBackend, VectorService
+from ragchat.services.vector_store import PUBLIC_TAG, EdgeBackend, ServerBackend, VectorService
 
 
 async def search_bench(
@@ -60,7 +60,7 @@ async def search_bench(
         for query, tags in queries:
             timings: dict = {}
             results = await service.search(query, user_tags=tags, limit=15, timings=timings)
-            if not all(set(r.tags) & {"public", *tags} and r.tenant_id == "default" for r in results):
+            if not all(set(r.tags) & {PUBLIC_TAG, *tags} and r.tenant_id == "default" for r in results):
                 raise AssertionError("a search returned a chunk outside its access filter")
             search_ms.append(timings["search"])
             total_ms.append(timings["embed"] + timings["search"])

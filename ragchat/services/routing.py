@@ -1,7 +1,9 @@
-"""Route target for low-confidence answers (spec v3 "Tag Owner Lookup").
+"""Who gets a question the system could not answer with confidence: the one home of that rule
+(docs/specs/rag-service-spec-v3-FINAL.md §Tag Owner Lookup).
 
 The core never touches the database: the app passes `owner_lookup`, an async callable
-(tag, tenant_id) -> TagOwner | None. Every missing link falls back to the admin.
+(tag, tenant_id) -> TagOwner | None, or, where it already holds the tag's row, the TagOwner itself
+to `route_target()`. Every missing link falls back to the admin.
 """
 from __future__ import annotations
 
@@ -9,12 +11,12 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 
 from .types import RouteTarget, SearchResult, TagOwner
+from .vector_store.access import PUBLIC_TAG
 
 logger = logging.getLogger(__name__)
 
 OwnerLookup = Callable[[str, str], Awaitable[TagOwner | None]]
 
-PUBLIC_TAG = "public"
 SYSTEM_TAG = "system"
 
 
@@ -42,40 +44,23 @@ def primary_tag(context_results: Sequence[SearchResult]) -> str | None:
     return max(tag_counts, key=lambda t: tag_counts[t])
 
 
-async def get_route_target(
-    context_results: Sequence[SearchResult],
+def route_target(
     *,
-    owner_lookup: OwnerLookup | None,
+    tag: str | None,
+    owner: TagOwner | None,
     admin_email: str,
-    tenant_id: str = "default",
     confidence: int | None = None,
+    reason_prefix: str = "",
 ) -> RouteTarget:
-    """Context tags -> primary tag -> its owner -> owner's email; admin fallback at each gap.
-
-    With `confidence` the owner route's reason reads "Low confidence: 45% - routing to hr owner".
-    """
-    if not context_results:
-        return admin_fallback("No context available", admin_email=admin_email)
-
-    tag = primary_tag(context_results)
+    """The tag's owner if the tag has one with an email; the admin otherwise, saying which link is
+    missing. With `confidence` the owner route's reason reads "Low confidence: 45% - routing to hr
+    owner"; `reason_prefix` leads every reason (the app's "Asked the owner: ")."""
     if tag is None:
-        return admin_fallback("No specific tags in context", admin_email=admin_email)
-
-    owner: TagOwner | None = None
-    if owner_lookup is not None:
-        try:
-            owner = await owner_lookup(tag, tenant_id)
-        except Exception as e:  # a failed lookup must not lose the question: the admin gets it
-            logger.exception(
-                "tag owner lookup failed for %s", tag, extra={"event": "owner_lookup_failed", "tag": tag}
-            )
-            return admin_fallback(f"Owner lookup failed for tag '{tag}' ({type(e).__name__})", admin_email=admin_email)
-
+        return admin_fallback(f"{reason_prefix}No specific tags in context", admin_email=admin_email)
     if owner is None or not owner.user_id:
-        return admin_fallback(f"No owner for tag '{tag}'", admin_email=admin_email)
+        return admin_fallback(f"{reason_prefix}No owner for tag '{tag}'", admin_email=admin_email)
     if not owner.email:
-        return admin_fallback(f"Owner not found for tag '{tag}'", admin_email=admin_email)
-
+        return admin_fallback(f"{reason_prefix}Owner not found for tag '{tag}'", admin_email=admin_email)
     reason = (
         f"Routing to {tag} owner"
         if confidence is None
@@ -85,6 +70,31 @@ async def get_route_target(
         tag=tag,
         owner_user_id=str(owner.user_id),
         owner_email=owner.email,
-        reason=reason,
+        reason=reason_prefix + reason,
         fallback=False,
     )
+
+
+async def get_route_target(
+    context_results: Sequence[SearchResult],
+    *,
+    owner_lookup: OwnerLookup | None,
+    admin_email: str,
+    tenant_id: str = "default",
+    confidence: int | None = None,
+) -> RouteTarget:
+    """Context tags -> primary tag -> its owner (looked up) -> `route_target()`."""
+    if not context_results:
+        return admin_fallback("No context available", admin_email=admin_email)
+
+    tag = primary_tag(context_results)
+    owner: TagOwner | None = None
+    if tag is not None and owner_lookup is not None:
+        try:
+            owner = await owner_lookup(tag, tenant_id)
+        except Exception as e:  # a failed lookup must not lose the question: the admin gets it
+            logger.exception(
+                "tag owner lookup failed for %s", tag, extra={"event": "owner_lookup_failed", "tag": tag}
+            )
+            return admin_fallback(f"Owner lookup failed for tag '{tag}' ({type(e).__name__})", admin_email=admin_email)
+    return route_target(tag=tag, owner=owner, admin_email=admin_email, confidence=confidence)
