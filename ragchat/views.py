@@ -2,20 +2,12 @@ import time
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
 from access import policy
 from ragchat import runtime
-
-
-@login_required
-@require_GET
-def home(request):
-    return render(request, "home.html")
 
 
 def _database_health() -> dict:
