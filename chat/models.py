@@ -68,7 +68,3 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
-
-    @property
-    def is_final(self) -> bool:
-        return self.status != self.Status.STREAMING

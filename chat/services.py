@@ -57,12 +57,6 @@ def message_create_draft(*, session_id, reply_to: Message) -> Message:
     )
 
 
-def message_save_partial(*, message_id: int, content: str) -> None:
-    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
-        content=content, updated_at=timezone.now()
-    )
-
-
 def message_save_partials(*, contents: dict[int, str]) -> None:
     """Many streaming drafts' partial texts in one transaction (the chat's periodic batch)."""
     now = timezone.now()

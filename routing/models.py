@@ -95,7 +95,3 @@ class RoutedQuestion(models.Model):
 
     def __str__(self) -> str:
         return self.question[:80]
-
-    @property
-    def is_open(self) -> bool:
-        return self.status == self.Status.OPEN

@@ -368,10 +368,6 @@ class FakeOllama:
 
     count_tokens = staticmethod(fake_token_count)
 
-    def embed_text(self, text: str, model: str = "nomic-embed-text") -> list[float]:
-        """The vector /api/embed returns for `text` (same function, same dimension)."""
-        return hashed_embedding(text, self._dimension_for(canonical_model_name(model)))
-
     # ---- used by the handler ---------------------------------------------------------------
     def _record(self, method: str, path: str, body: Any) -> None:
         with self._lock:

@@ -323,10 +323,6 @@ class OllamaLLM:
             raise ModelUnavailableError(f"Model '{key}' not available. Run: ollama pull {key}")
         return key
 
-    async def list_models(self, *, force: bool = False) -> list[str]:
-        names, _ = await self._available_models(force=force)
-        return list(names)
-
     async def _available_models(self, *, force: bool = False) -> tuple[tuple[str, ...], bool]:
         """(/api/tags model names, whether they were just fetched); cached briefly."""
         now = time.monotonic()
