@@ -7,6 +7,8 @@ session through its channel group.
 
 Frames in (htmx ws extension: the form's values as JSON): {"question": "..."} or {"retry": "<id>"}.
 Frames out: HTML fragments with hx-swap-oob.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 
@@ -28,7 +30,7 @@ MSG_BUSY = "Please wait until the current answer is finished."
 
 
 def validate_question(text: str) -> str | None:
-    """The problem with the question, or None (R-CHAT-5, seed 003 limits from settings.RAG)."""
+    """The problem with the question, or None (R-CHAT-5; QuestionTooShort/TooLong limits from settings.RAG)."""
     rag = settings.RAG
     length = len(text.strip())
     if length < rag.question_min_chars:

@@ -1,5 +1,8 @@
 """Chat sessions and their messages. A session belongs to one user; its messages are the history
-passed (token budgeted) to the RAG core and rendered server-side on the session page."""
+passed (token budgeted) to the RAG core and rendered server-side on the session page.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
+"""
 import uuid
 
 from django.conf import settings

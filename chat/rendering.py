@@ -4,6 +4,8 @@ then `[SourceId: …]` markers replaced by numbered citation markers with hover/
 Markers are swapped for private-use placeholders before Markdown so the Markdown and the sanitiser
 never see them; the marker HTML we insert afterwards is the chat/_cite.html partial (auto-escaped).
 Numbering is by order of first use among the SourceIds we know; unknown or malformed markers vanish.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

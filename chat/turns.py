@@ -57,7 +57,8 @@ FLUSH_LOOP_SHARE = 0.3
 FRAME_SEND_SECONDS = 0.0004
 SAVE_SECONDS = 0.5  # one batched write for all streams: cheap enough to keep the drafts fresh
 
-# Seed v1 error table wording (R-CHAT-7); the search one is ours (the table has no such row).
+# Wording of the error table in docs/specs/rag-service-spec-v1-draft.md §Error Responses (R-CHAT-7 in
+# docs/requirements.md); the search one is ours (the table has no such row).
 MSG_TIMEOUT = "Response generation timed out. Please try again."
 MSG_UNAVAILABLE = "AI service temporarily unavailable."
 MSG_MODEL = "Requested model not available."

@@ -2,6 +2,8 @@
 
 A document's chunks live in Qdrant with payload `tags` = the slugs of its tags, `tenant_id` and
 `document_id` = str(Document.id); the database is the source of truth for which tags a user holds.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 import uuid
 from datetime import timedelta

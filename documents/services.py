@@ -6,6 +6,8 @@ to it after each step and pushed to the tenant's pages, purging the vectors on f
 Integrity (R-DOC-6): one document per content hash per tenant; a new version deletes the old chunks
 before the new ones go in; any failure deletes whatever was upserted and marks the document failed
 with a reason the uploader can read; delete removes every vector and checks the count.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

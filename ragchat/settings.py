@@ -1,6 +1,8 @@
 """Django settings. Everything comes from the environment (see .env.example and the README's table);
 the defaults are the embedded mode: SQLite, in-memory channel layer, on-disk embedded Qdrant under
 data/, local embedding model, Ollama at localhost if it runs.
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from dataclasses import replace
 from pathlib import Path

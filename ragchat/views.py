@@ -66,7 +66,7 @@ async def health(request):
         "ollama": {**ollama, "counts_for_status": settings.RAGCHAT_REQUIRE_OLLAMA},
     }
     reranker = runtime.reranker()
-    if reranker is not None:  # only when configured, as seed rag-providers' health check does
+    if reranker is not None:  # only when configured, as docs/specs/rag-providers-spec.md's health check does
         body["cross_encoder"] = reranker.status()
     user = await request.auser()
     if not policy.is_admin(user):

@@ -1,6 +1,9 @@
 """Questions routed to a person (R-ROUTE-1..7): a low-confidence answer, or the asker's own "ask the
 owner", becomes a RoutedQuestion for the primary tag's owner (or the admins when there is none).
-Similar open questions on the same tag share a QuestionGroup: one answer reaches every asker."""
+Similar open questions on the same tag share a QuestionGroup: one answer reaches every asker.
+
+References: requirement IDs (R-…): docs/requirements.md.
+"""
 from django.conf import settings
 from django.db import models
 

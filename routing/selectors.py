@@ -3,6 +3,8 @@
 Who may open a question, and what of the asker's context they may see, is decided by
 `access.policy` (docs/access.md); a question the user may not open is a 404 — absent and forbidden
 look alike.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

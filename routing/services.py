@@ -7,6 +7,8 @@ tells it what the database knows about the tag's owner and stores and announces 
 
 Notifications go out after the transaction commits: live on the recipient's channel group
 (`user_group_name(user_id)`, joined by the inbox consumer) and by email (Django's email backend).
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@ the asker's "ask the owner" button, and the asker's list of their routed questio
 
 Every question is looked up through `question_for_user`: anyone but its owner and the admins gets a
 404, on the page and on POST alike.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

@@ -160,4 +160,40 @@ def test_dotenv_is_read_before_any_setting(tmp_path):
     assert (data / "staticfiles").is_dir()
 
     # The environment wins over .env.
-    assert _load_settings(project, RAGCHAT_DATA_DIR=str(tmp_path / "env-data"))["DATA_DIR"] == str(tmp_path / "env-data")
+    elsewhere = str(tmp_path / "env-data")
+    assert _load_settings(project, RAGCHAT_DATA_DIR=elsewhere)["DATA_DIR"] == elsewhere
+
+
+# ------------------------------------------------------------------------------------- references
+
+
+def _source_files() -> list[Path]:
+    folders = ("ragchat", "chat", "documents", "routing", "access", "tests", "templates", "static")
+    files = [f for name in folders for f in (ROOT / name).rglob("*") if f.suffix in {".py", ".html", ".js", ".css"}]
+    return sorted(files) + [ROOT / "README.md"]
+
+
+def test_requirement_ids_and_spec_sections_name_their_document():
+    """A requirement ID or "spec v3" in a file comes with the path of the document that holds it (once
+    per file), and no comment cites a seed by number (the documents in docs/specs have names)."""
+    unfollowable = []
+    for path in _source_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        where = str(path.relative_to(ROOT))
+        if re.search(r"\bR-(?:CORE|RET|DOC|CHAT|ROUTE|OPS)-\d", text) and "docs/requirements.md" not in text:
+            unfollowable.append(f"{where}: cites requirement IDs without docs/requirements.md")
+        if re.search(r"\b[Ss]pec v3\b", text) and "docs/specs/rag-service-spec-v3-FINAL.md" not in text:
+            unfollowable.append(f"{where}: cites spec v3 without docs/specs/rag-service-spec-v3-FINAL.md")
+        if match := re.search(r"\b[Ss]eeds? \d{3}", text):
+            unfollowable.append(f"{where}: cites {match.group(0)!r}, a number no document in the repository has")
+    assert not unfollowable, "\n".join(unfollowable)
+
+
+def test_every_docs_path_the_code_cites_exists():
+    missing = sorted(
+        f"{path.relative_to(ROOT)}: cites {cited}, which does not exist"
+        for path in _source_files()
+        for cited in set(re.findall(r"\bdocs/[\w./-]+\.md", path.read_text(encoding="utf-8", errors="replace")))
+        if not (ROOT / cited).is_file()
+    )
+    assert not missing, "\n".join(missing)

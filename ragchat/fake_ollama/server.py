@@ -16,6 +16,8 @@ everything back to the defaults and wakes any stalled handler.
 
 Embeddings are deterministic and meaningful: a signed feature-hashed bag of lowercased words and
 bigrams, L2-normalised, so texts that share words have a higher cosine similarity.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

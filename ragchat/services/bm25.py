@@ -5,6 +5,8 @@ term-frequency weights with (k, b, avg_len) length normalisation, queries get 1.
 token, and token ids are stable hashes. The collection's sparse vector uses Modifier.IDF so the
 engine applies inverse document frequency at query time over the live corpus; the vectors
 themselves are corpus-independent, so the embedded engine and a Qdrant server score alike.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@
 Priority, highest first: the system prompt (never truncated), the most recent chat history
 (oldest dropped first), the highest-scored context chunks (lowest-scored dropped first).
 `count_fn` is TokenCounter.count: model-accurate where Ollama reported counts, len/4 otherwise.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

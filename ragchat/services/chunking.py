@@ -5,8 +5,8 @@ word boundaries. Token-aware: sizes come from the `count_tokens` callable (the e
 tokenizer in production), so "204 tokens" means what the model will see. Chunks never cross a
 section heading: a new section starts a new chunk, and the section's heading text opens it.
 
-Seed 004 A6: no chunk is longer than `chunk_size`; consecutive chunks of one section share an
-overlap within +-20 tokens of `overlap`. The overlap is a tail of the previous chunk: whole
+Axiom A6 of docs/specs/rag-standard-v1.md: no chunk is longer than `chunk_size`; consecutive chunks
+of one section share an overlap within +-20 tokens of `overlap`. The overlap is a tail of the previous chunk: whole
 sentences when they land within +-OVERLAP_SENTENCE_SLACK tokens of the setting, else whole words.
 """
 from __future__ import annotations

@@ -2,6 +2,8 @@
 
 Citations come only from SOURCEID_PATTERN matches in the answer that map to a chunk that was in the
 prompt: no LLM-dependent parsing. Unknown ids are dropped and logged; malformed markers never match.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

@@ -4,6 +4,8 @@ overall = int(retrieval*30 + coverage*40 + llm/100*30), clamped to 0-100, zero w
 retrieved. One spec defect is fixed here: coverage ignores [SourceId: ...] markers, and the
 pipeline passes the chunk texts (coverage_context) rather than the prompt's header lines, because
 otherwise every citation adds its own id's hex pieces and "sourceid" as matching terms.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

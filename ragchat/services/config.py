@@ -1,5 +1,7 @@
 """RAG core configuration: every variable of spec v3 (same names, same defaults), plus the ones the
 product adds (vector store, embeddings, chunking, retries). Built from the environment, frozen.
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 
@@ -67,13 +69,15 @@ class RAGSettings:
     # Chunking (0 = sized to the embedder's input window)
     chunk_size_tokens: int = 0
     chunk_overlap_tokens: int = 32
-    # Retries for transient Ollama/Qdrant errors (seed 003: 1 s initial, x2, 3 retries, 10 s max)
+    # Retries for transient Ollama/Qdrant errors: 1 s initial, x2, 3 retries, 10 s max
+    # (docs/specs/rag-llm-service-architecture.md §Retry Logic)
     rag_retry_attempts: int = 3
     rag_retry_initial_delay: float = 1.0
     rag_retry_max_delay: float = 10.0
     # Ollama client
     ollama_keep_alive: str = "5m"
-    # Question validation (seed 003 QuestionTooShort / QuestionTooLong)
+    # Question validation (QuestionTooShort / QuestionTooLong of
+    # docs/specs/rag-llm-service-architecture.md §Exception Hierarchy)
     question_min_chars: int = 3
     question_max_chars: int = 2000
 

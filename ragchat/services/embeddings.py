@@ -6,6 +6,8 @@
 - CachedEmbedder: LRU cache keyed by (model, kind, sha256(text)) in front of any of them.
 
 Vectors are always L2-normalised so that a dot product is the cosine similarity.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

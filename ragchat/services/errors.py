@@ -1,6 +1,8 @@
 """Spec v3 exception hierarchy, plus the vector-store and embedding layers' own errors.
 
 Callers map these to what users see; a message here is for logs and developers.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 
 

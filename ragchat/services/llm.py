@@ -13,6 +13,8 @@ Facts about the clients this is built on:
 Errors: connection problems → LLMConnectionError, 404 → ModelUnavailableError, no chunk in time →
 LLMTimeoutError, anything else Ollama reports (5xx after retries, in-stream errors) → LLMResponseError.
 Transient errors are retried only before the first token was yielded, and never past the deadline.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 Handling", plus the direct replies to greetings and thanks (R-CHAT-6).
 
 The spec's texts are copied character for character: tests and the model's behaviour depend on them.
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

@@ -3,6 +3,8 @@ tokens, prompt with SourceIds, stream the answer, extract citations, score confi
 CITE/ROUTE — as an async stream of events that ends with the RAGResponse.
 
 Nothing here knows about Django: the tag owner lookup is a callable the app passes in.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

@@ -1,9 +1,11 @@
-"""The optional cross-encoder rerank stage (R-RET-7, seed rag-providers "Cross-Encoder").
+"""The optional cross-encoder rerank stage (R-RET-7, docs/specs/rag-providers-spec.md "Cross-Encoder").
 
 RAG_RERANKER names a sentence-transformers cross-encoder: a local directory, or a model id already
 in the local Hugging Face cache (nothing is downloaded: the app must work offline). Without the
 setting there is no rerank stage. A model that cannot be loaded or fails to score never breaks an
 answer: retrieval.apply_reranker passes the results through unchanged and logs a warning.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ class CrossEncoderReranker:
         return [results[i] for i in order]
 
     def status(self) -> dict[str, Any]:
-        """For /health (seed rag-providers "Cross-Encoder Health Reporting")."""
+        """For /health (docs/specs/rag-providers-spec.md "Cross-Encoder Health Reporting")."""
         if self._error is not None:
             return {"model": self.model_name, "status": "failed", "error": str(self._error)}
         return {"model": self.model_name, "status": "loaded" if self._model is not None else "not loaded yet"}

@@ -1,7 +1,9 @@
 """Quality retrieval (spec v3 "Retrieval Quality Controls"), the optional rerank stage (R-RET-7)
-and the query strategy for follow-ups (R-RET-4, seed rag-providers "Hybrid Query Strategy").
+and the query strategy for follow-ups (R-RET-4, docs/specs/rag-providers-spec.md "Hybrid Query Strategy").
 
 Access control is not here: the vector service filters tenant and tags inside every search.
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

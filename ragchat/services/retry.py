@@ -1,4 +1,5 @@
-"""Retries with exponential backoff for transient errors only (seed 003).
+"""Retries with exponential backoff for transient errors only (docs/specs/rag-llm-service-architecture.md
+§Retry Logic).
 
 Retryable: HTTP 500/502/503/504, connection errors and connect timeouts, resets, DNS errors.
 Never retried: 400/401/403/404, validation errors, model not found, read timeouts (the caller's
@@ -70,12 +71,12 @@ def _refused(exc: BaseException) -> bool:
 
 
 def is_transient_error(exc: BaseException) -> bool:
-    """Seed 003's retryable list. Anything unknown is not retried."""
+    """The retryable list of §Retry Logic (see the module docstring). Anything unknown is not retried."""
     code = status_code_of(exc)
     if code is not None:
         return code in TRANSIENT_STATUS_CODES
     if _refused(exc):
-        # Nothing listens there: seed 003 retries connection *timeouts* and DNS errors, and a
+        # Nothing listens there: the retry policy retries connection *timeouts* and DNS errors, and a
         # refusal does not heal in seconds. Failing fast lets the chat show the passages at once.
         return False
     if isinstance(exc, httpx.ConnectTimeout | httpx.PoolTimeout):
@@ -97,7 +98,8 @@ def _policy(
     initial_delay: float | None,
     max_delay: float | None,
 ) -> RetryPolicy:
-    """An explicit policy, or one built from loose keywords (defaults from seed 003)."""
+    """An explicit policy, or one built from loose keywords (defaults: §Retry Logic of
+    docs/specs/rag-llm-service-architecture.md)."""
     if policy is not None:
         return policy
     base = RetryPolicy()

@@ -2,6 +2,8 @@
 
 Only a message that is nothing but small talk matches; "hi, how many vacation days?" carries a
 question and goes through the RAG pipeline.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

@@ -9,6 +9,8 @@ and never touches the network:
 2. otherwise an estimate: len/4 until calibrated, then len / (chars per token) where the ratio is
    learned from the usage counts Ollama returns with every real generation (`prompt_eval_count`
    against the prompt's characters; fed by OllamaLLM from the stream's final chunk).
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Field names and order of the spec's models are kept; fields the spec does not have come after
 its own and have defaults, so a model built the spec's way still works.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

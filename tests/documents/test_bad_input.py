@@ -1,4 +1,7 @@
-"""Every bad input of R-DOC-7 gets a clear message and loses nothing else."""
+"""Every bad input of R-DOC-7 gets a clear message and loses nothing else.
+
+References: requirement IDs (R-…): docs/requirements.md.
+"""
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,8 @@
-"""Chunking: sentence- and token-aware, sections kept, and seed 004 A6 on real generated documents
-with the real MiniLM tokenizer (R-DOC-2)."""
+"""Chunking: sentence- and token-aware, sections kept, and axiom A6 of docs/specs/rag-standard-v1.md on
+real generated documents with the real MiniLM tokenizer (R-DOC-2).
+
+References: requirement IDs (R-…): docs/requirements.md.
+"""
 from __future__ import annotations
 
 import pytest
@@ -9,7 +12,7 @@ from ragchat.services.config import RAGSettings
 from ragchat.services.parsing import ParsedDocument, TextBlock, parse_document
 from ragchat.evaluation import docgen
 
-OVERLAP_TOLERANCE = 20  # seed 004 A6: overlap within +-20 tokens of the setting
+OVERLAP_TOLERANCE = 20  # A6: overlap within +-20 tokens of the setting
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +49,7 @@ def starts_on(page_text: str, chunk_text: str) -> bool:
 
 
 def assert_a6(chunks: list[Chunk], *, chunk_size: int, overlap: int, count_tokens) -> list[int]:
-    """Seed 004 A6, checked with the tokenizer itself; returns the measured overlaps."""
+    """Axiom A6, checked with the tokenizer itself; returns the measured overlaps."""
     assert chunks
     assert [c.chunk_index for c in chunks] == list(range(len(chunks)))
     for chunk in chunks:
@@ -79,7 +82,7 @@ def long_docx(section_count: int = 8) -> tuple[ParsedDocument, list[tuple[str, l
 
 
 # --------------------------------------------------------------------------------------------
-# Seed 004 A6 on real documents
+# Axiom A6 on real documents
 # --------------------------------------------------------------------------------------------
 
 

@@ -1,4 +1,7 @@
-"""OllamaLLM against the fake Ollama server over real HTTP, through langchain-ollama unmodified."""
+"""OllamaLLM against the fake Ollama server over real HTTP, through langchain-ollama unmodified.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
+"""
 from __future__ import annotations
 
 import asyncio
@@ -320,7 +323,7 @@ async def test_consumer_leaving_early_closes_the_connection(
 
 
 async def test_retries_never_outlast_rag_timeout(fake_ollama: FakeOllama) -> None:
-    """Seed 003 backoff (here 0.4 s, 0.8 s, ...) is cut at the RAG_TIMEOUT_SECONDS deadline."""
+    """The retry backoff (here 0.4 s, 0.8 s, ...) is cut at the RAG_TIMEOUT_SECONDS deadline."""
     settings = RAGSettings(ollama_base_url=fake_ollama.url, rag_timeout_seconds=TIMEOUT,
                            rag_retry_initial_delay=0.4, rag_retry_max_delay=10)
     fake_ollama.fail_with(status=502, times=None)

@@ -1,6 +1,9 @@
 """RAGService end to end: langchain-ollama against the fake Ollama server (tests/fakes, real HTTP)
 and the real embedded Qdrant Edge index in tmp_path with the fast hashing embedder.
-Spec v3 "Testing Requirements" → Integration Tests, by name, plus the pipeline's failure modes."""
+Spec v3 "Testing Requirements" → Integration Tests, by name, plus the pipeline's failure modes.
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
+"""
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,8 @@
 """Unit tests of the RAG core (spec v3 "Testing Requirements" → Unit Tests, by name), plus the
-spec-defect fixes and the core's additions (smalltalk, query strategy, rerank stage)."""
+spec-defect fixes and the core's additions (smalltalk, query strategy, rerank stage).
+
+References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
+"""
 from __future__ import annotations
 
 import logging

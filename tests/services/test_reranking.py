@@ -1,4 +1,7 @@
-"""R-RET-7: the optional cross-encoder stage, configured by RAG_RERANKER, degrading gracefully."""
+"""R-RET-7: the optional cross-encoder stage, configured by RAG_RERANKER, degrading gracefully.
+
+References: requirement IDs (R-…): docs/requirements.md.
+"""
 import logging
 from dataclasses import replace
 

@@ -1,4 +1,5 @@
-"""Retries with exponential backoff for transient errors only (seed 003)."""
+"""Retries with exponential backoff for transient errors only (docs/specs/rag-llm-service-architecture.md
+§Retry Logic)."""
 from __future__ import annotations
 
 import socket

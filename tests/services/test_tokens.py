@@ -1,5 +1,8 @@
 """Token counting (R-CORE-5): synchronous, cached, calibrated from Ollama's usage counts; exact counts
-only off the query path."""
+only off the query path.
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
+"""
 from __future__ import annotations
 
 import pytest

@@ -6,6 +6,8 @@ One module per format (pdf, docx, html, markdown, text), each with the same `par
 whose message is written for the person who uploaded the file. Parsing uses well-kept libraries
 (pypdf, python-docx, BeautifulSoup with lxml, markdown-it-py); nothing here executes or renders the
 document's content.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

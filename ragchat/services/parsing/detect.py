@@ -2,6 +2,8 @@
 
 A PNG renamed `.pdf` is refused as a PNG; an old Office file, an Excel sheet or a plain ZIP each
 get a refusal that says what the file is and what to upload instead.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

@@ -2,6 +2,8 @@
 
 Fused here rather than with the engine's Fusion.Rrf so that every tie is broken by source id
 (R-RET-6): the same corpus and question give the same order on every run and on either backend.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 from __future__ import annotations
 

@@ -8,6 +8,8 @@ Both backends store the same points: a named dense vector "dense" (cosine), a na
 A search is a batch of stages (dense, BM25), every one of which carries the access filter into the
 engine; the stages are fused (RRF) in Python, over hits that were already filtered, and re-checked
 against the same conditions before anything is returned.
+
+References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""The type comes from the bytes, not the name (R-DOC-7); unsupported types are named in the refusal."""
+"""The type comes from the bytes, not the name (R-DOC-7); unsupported types are named in the refusal.
+
+References: requirement IDs (R-…): docs/requirements.md.
+"""
 from __future__ import annotations
 
 import io

@@ -212,7 +212,7 @@ async def test_scores_are_cosine_similarity_not_rrf(make_service, kind):
 
 @pytest.mark.parametrize("kind", BACKENDS)
 async def test_identical_top5_twice(make_service, kind):
-    """Seed 004 A1: same corpus and config -> identical top results, including ties."""
+    """Axiom A1 of docs/specs/rag-standard-v1.md: same corpus and config -> identical top results, including ties."""
     service = await make_service(kind)
     duplicates = [chunk(60 + i, 0, "Badge access to the server room is logged.") for i in range(8)]
     await service.upsert_chunks([*CORPUS, *duplicates])
