@@ -21,10 +21,11 @@ install: $(STAMP)
 
 ## Run the app on its embedded defaults (SQLite, embedded Qdrant, in-memory channel layer) with demo data.
 run: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py demo_data
+	DJANGO_DEBUG=true $(BIN)/python manage.py migrate --noinput
+	DJANGO_DEBUG=true $(BIN)/python manage.py demo_data
 	@echo "ragchat on http://$(HOST):$(PORT)/  (health: http://$(HOST):$(PORT)/health)"
-	$(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
+	@echo "DEBUG is on for this local demo (DJANGO_DEBUG=true); a deployment leaves it off (README: Deploying)"
+	DJANGO_DEBUG=true $(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
 
 ## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
 test: install chromium
@@ -35,10 +36,10 @@ test-fast: install
 
 ## The figures of README "Evaluation and benchmarks".
 evaluate: install
-	$(BIN)/python manage.py evaluate
+	DJANGO_DEBUG=true $(BIN)/python manage.py evaluate
 
 bench: install
-	$(BIN)/python manage.py bench
+	DJANGO_DEBUG=true $(BIN)/python manage.py bench
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

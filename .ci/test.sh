@@ -7,6 +7,9 @@ cd "$(dirname "$0")/.."
 BIN=.venv/bin
 mkdir -p test-artifacts
 
+echo "== ruff (lint and format)"
+$BIN/ruff check . && $BIN/ruff format --check . || { echo "ruff found problems: run .venv/bin/ruff check --fix . && .venv/bin/ruff format ."; exit 1; }
+
 echo "== pytest on SQLite + in-memory channel layer"
 env -u DATABASE_URL -u REDIS_URL -u QDRANT_URL $BIN/pytest -q -p no:cacheprovider "$@"
 rc=$?

@@ -1,5 +1,6 @@
 """The admin site answers to the access policy: only admins (active superusers) enter it, and
 every list is narrowed to their own tenant (`TenantScopedAdmin`)."""
+
 from django.contrib import admin
 
 from access import policy
@@ -22,6 +23,18 @@ class TenantScopedMixin:
 
     def get_queryset(self, request):
         return super().get_queryset(request).filter(**{self.tenant_field: request.user.tenant_id})
+
+    def _own_tenant(self, field, request):
+        """Choices of a related field (a tag, an owner…) are the admin's tenant's only."""
+        if field is not None and hasattr(field, "queryset") and hasattr(field.queryset.model, "tenant_id"):
+            field.queryset = field.queryset.filter(tenant_id=request.user.tenant_id)
+        return field
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        return self._own_tenant(super().formfield_for_foreignkey(db_field, request, **kwargs), request)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        return self._own_tenant(super().formfield_for_manytomany(db_field, request, **kwargs), request)
 
 
 class TenantScopedAdmin(TenantScopedMixin, admin.ModelAdmin):

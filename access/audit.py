@@ -1,4 +1,5 @@
 """Writes to the audit log. One function records an event; reads are in `access.selectors`."""
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """Template context every page needs from the access policy (e.g. whether to show admin links)."""
+
 from access import policy
 
 

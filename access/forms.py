@@ -6,7 +6,9 @@ from access import policy
 class ViewAsForm(forms.Form):
     user = forms.ModelChoiceField(queryset=None, label="Person", empty_label="Choose a person")
     question = forms.CharField(
-        label="Question", max_length=2000, min_length=3,
+        label="Question",
+        max_length=2000,
+        min_length=3,
         widget=forms.TextInput(attrs={"placeholder": "e.g. What is the travel policy?"}),
     )
 

@@ -1,4 +1,5 @@
 """The audit log: who did what that bears on access, for admins to read."""
+
 from django.conf import settings
 from django.db import models
 
@@ -17,7 +18,11 @@ class AuditEvent(models.Model):
     )
     actor_name = models.CharField(max_length=150, blank=True, default="")  # kept when the account goes
     subject = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
         help_text="The person the action was about (e.g. whose view an admin previewed).",
     )
     subject_name = models.CharField(max_length=150, blank=True, default="")

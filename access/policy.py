@@ -24,6 +24,7 @@ project asks here; no other module decides access. The rules, in one sentence ea
 Models are looked up through the app registry rather than imported, so that this module sits below
 the apps it rules over without an import cycle (the apps' selectors import this module).
 """
+
 from __future__ import annotations
 
 import uuid
@@ -279,7 +280,7 @@ def may_answer(*, user, question) -> bool:
 
 
 def may_escalate(*, user, message) -> bool:
-    """"Ask the owner" on an answer: only from the asker's own session."""
+    """ "Ask the owner" on an answer: only from the asker's own session."""
     return message is not None and is_signed_in(user) and message.session.owner_id == user.pk
 
 
@@ -376,13 +377,17 @@ def question_context(*, user, question, conversation: Sequence[Any]) -> Question
             if _owner_answer_visible(user=user, message=m, answered_by_message=answered_by_message):
                 entries.append(ContextEntry(message=m))
             else:
-                entries.append(ContextEntry(message=None, withheld_reason="an answer given under a tag you do not hold"))
+                entries.append(
+                    ContextEntry(message=None, withheld_reason="an answer given under a tag you do not hold")
+                )
         else:
             ids = set(source_document_ids(m.citations)) | set(source_document_ids(m.passages))
             hidden = len(ids - readable)
             if hidden:
                 entries.append(
-                    ContextEntry(message=None, withheld_sources=hidden, withheld_reason="it drew on documents you may not read")
+                    ContextEntry(
+                        message=None, withheld_sources=hidden, withheld_reason="it drew on documents you may not read"
+                    )
                 )
             else:
                 entries.append(ContextEntry(message=m))

@@ -1,4 +1,5 @@
 """Sign-in events to the audit log (successful and failed sign-ins, lockouts)."""
+
 from __future__ import annotations
 
 from axes.signals import user_locked_out
@@ -13,8 +14,12 @@ from access.models import AuditEvent
 @receiver(user_logged_in, dispatch_uid="access-audit-sign-in")
 def _signed_in(sender, request, user, **kwargs):
     audit_record(
-        action=AuditEvent.Action.SIGN_IN, tenant_id=user.tenant_id, actor=user, subject=user,
-        summary=f"{user.get_username()} signed in", request=request,
+        action=AuditEvent.Action.SIGN_IN,
+        tenant_id=user.tenant_id,
+        actor=user,
+        subject=user,
+        summary=f"{user.get_username()} signed in",
+        request=request,
     )
 
 
@@ -29,8 +34,12 @@ def _sign_in_failed(sender, credentials, request=None, **kwargs):
     username = str((credentials or {}).get("username") or "")[:150]
     user = _user_named(username)
     audit_record(
-        action=AuditEvent.Action.SIGN_IN_FAILED, tenant_id=user.tenant_id if user else "", subject=user,
-        summary=f"failed sign-in as “{username}”", data={"username": username}, request=request,
+        action=AuditEvent.Action.SIGN_IN_FAILED,
+        tenant_id=user.tenant_id if user else "",
+        subject=user,
+        summary=f"failed sign-in as “{username}”",
+        data={"username": username},
+        request=request,
     )
 
 
@@ -38,7 +47,10 @@ def _sign_in_failed(sender, credentials, request=None, **kwargs):
 def _locked_out(sender, request=None, username=None, ip_address=None, **kwargs):
     user = _user_named(str(username or ""))
     audit_record(
-        action=AuditEvent.Action.LOCKED_OUT, tenant_id=user.tenant_id if user else "", subject=user,
+        action=AuditEvent.Action.LOCKED_OUT,
+        tenant_id=user.tenant_id if user else "",
+        subject=user,
         summary=f"“{username}” locked out after repeated failed sign-ins",
-        data={"username": str(username or ""), "ip_address": ip_address}, request=request,
+        data={"username": str(username or ""), "ip_address": ip_address},
+        request=request,
     )

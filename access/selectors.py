@@ -1,4 +1,5 @@
 """Reads of the audit log, for admins."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -1,9 +1,10 @@
-""""View as": what one person's retrieval would return for a question, and what it would not.
+""" "View as": what one person's retrieval would return for a question, and what it would not.
 
 An admin answers "why can't Noah see the travel policy?" by running Noah's retrieval — the same
 quality pipeline a chat turn runs, under Noah's tags — next to the same retrieval over every tag of
 the tenant. Nothing is generated. Each use is written to the audit log.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

@@ -1,5 +1,6 @@
 """Admins' access pages: "view as" (what a person's retrieval returns, and what it does not) and
 the audit log. Anyone but an admin gets a 404, as for any page that is not theirs."""
+
 from __future__ import annotations
 
 import csv
@@ -46,7 +47,9 @@ def audit_log(request):
         writer = csv.writer(response)
         writer.writerow(["time", "action", "actor", "subject", "summary", "ip_address"])
         for e in events[:10000]:
-            writer.writerow([e.created_at.isoformat(), e.action, e.actor_name, e.subject_name, e.summary, e.ip_address or ""])
+            writer.writerow(
+                [e.created_at.isoformat(), e.action, e.actor_name, e.subject_name, e.summary, e.ip_address or ""]
+            )
         return response
     return render(request, "access/audit.html", {"filters": filters, "events": events[:500], "action": action or ""})
 

@@ -10,6 +10,7 @@ Frames out: HTML fragments with hx-swap-oob.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import json

@@ -6,6 +6,7 @@ entries per streamed frame, per tab (about an eighth of the event loop at 200 st
 expire after 60 s and group memberships after a day, so sweeping once a second changes nothing
 but the cost. Several processes use Redis (settings.REDIS_URL) and never load this.
 """
+
 from __future__ import annotations
 
 import time

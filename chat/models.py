@@ -3,6 +3,7 @@ passed (token budgeted) to the RAG core and rendered server-side on the session 
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 import uuid
 
 from django.conf import settings

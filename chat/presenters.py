@@ -1,4 +1,5 @@
 """What a message looks like: the template context of one message, and its HTML."""
+
 from __future__ import annotations
 
 from typing import Any

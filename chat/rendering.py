@@ -7,6 +7,7 @@ Numbering is by order of first use among the SourceIds we know; unknown or malfo
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import functools
@@ -33,8 +34,32 @@ _PLACEHOLDER_RE = re.compile("\ue000(\\d+)\ue001")
 _REPEAT_RE = re.compile("(\ue000(\\d+)\ue001)(?:\\s*\ue000\\2\ue001)+")
 
 _ALLOWED_TAGS = {
-    "p", "br", "hr", "em", "strong", "del", "s", "code", "pre", "blockquote", "ul", "ol", "li",
-    "h1", "h2", "h3", "h4", "h5", "h6", "a", "table", "thead", "tbody", "tr", "th", "td",
+    "p",
+    "br",
+    "hr",
+    "em",
+    "strong",
+    "del",
+    "s",
+    "code",
+    "pre",
+    "blockquote",
+    "ul",
+    "ol",
+    "li",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "a",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "th",
+    "td",
 }  # fmt: skip — no img: remote images are a tracking and exfiltration channel (R-OPS-7)
 _ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}}
 
@@ -86,7 +111,6 @@ def document_url(document_id: str) -> str:
 class RenderedAnswer:
     html: str
     sources: list[dict[str, Any]]  # the cited sources in marker order, each with "n" and "url"
-
 
 
 @dataclass
@@ -163,7 +187,9 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
     )
 
 
-def render_answer(text: str, *, known: Sequence[dict[str, Any]], prefix: str, streaming: bool = False) -> RenderedAnswer:
+def render_answer(
+    text: str, *, known: Sequence[dict[str, Any]], prefix: str, streaming: bool = False
+) -> RenderedAnswer:
     """The answer as safe HTML with numbered markers; `known` are the sources markers may point to."""
     numbering = _Numbering(by_id={c["source_id"]: c for c in known})
     html = _render_piece(text, numbering, prefix=prefix, streaming=streaming)

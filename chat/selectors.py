@@ -1,5 +1,6 @@
 """Reads for the chat app. Every lookup of a session goes through `access.policy` (a chat is its
 owner's alone): there is no path to a session that does not check it."""
+
 from __future__ import annotations
 
 from django.db.models import QuerySet

@@ -4,6 +4,7 @@ Other apps (routing) deliver a person's answer into an open session with `messag
 or `message_broadcast()` (async): the message is stored first, then every open tab of the session
 receives it through the session's channel group and renders it.
 """
+
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
@@ -76,7 +77,9 @@ def message_finish(*, message: Message, fields: dict) -> Message:
     return message
 
 
-def message_create_owner_answer(*, session: ChatSession, author, content: str, reply_to: Message | None = None) -> Message:
+def message_create_owner_answer(
+    *, session: ChatSession, author, content: str, reply_to: Message | None = None
+) -> Message:
     """A person's answer (tag owner or admin) in the asker's session; call message_push() after."""
     message = Message.objects.create(
         session=session, role=Message.Role.OWNER, author=author, content=content, reply_to=reply_to

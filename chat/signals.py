@@ -3,6 +3,7 @@
 answer_completed(sender=Message, message=Message): sent once per turn, after the assistant message
 is stored in its final state (complete, interrupted or failed), from a worker thread (sync ORM ok).
 """
+
 from django.dispatch import Signal
 
 answer_completed = Signal()

@@ -17,6 +17,7 @@ channel layer:
 - partial texts are saved by one process-wide writer: every SAVE_SECONDS, one database call (one
   transaction) stores every draft that grew, however many streams run.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -179,7 +180,9 @@ class _PartialSaver:
             try:
                 await database_sync_to_async(services.message_save_partials)(contents=batch)
             except Exception:  # a partial save is a convenience (the final store is what counts)
-                logger.warning("saving partial answers failed", exc_info=True, extra={"event": "chat_partial_save_failed"})
+                logger.warning(
+                    "saving partial answers failed", exc_info=True, extra={"event": "chat_partial_save_failed"}
+                )
 
 
 _saver = _PartialSaver()
@@ -249,7 +252,9 @@ async def turn_start(*, session_id, user, user_message: Message, title: str = ""
     turn = Turn(session_id=key, message_id=0, question=user_message.content)
     _turns[key] = turn
     try:
-        draft = await database_sync_to_async(services.message_create_draft)(session_id=session_id, reply_to=user_message)
+        draft = await database_sync_to_async(services.message_create_draft)(
+            session_id=session_id, reply_to=user_message
+        )
         turn.message_id = draft.pk
         user_html = await database_sync_to_async(presenters.message_html)(user_message)
         frame = render_partial(
@@ -278,9 +283,7 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
 
     rag = runtime.rag_service()
     tags = await database_sync_to_async(readable_tag_slugs)(user=user)
-    history = await database_sync_to_async(selectors.session_history)(
-        session_id=turn.session_id, before=user_message
-    )
+    history = await database_sync_to_async(selectors.session_history)(session_id=turn.session_id, before=user_message)
     retrieval_query, strategy = build_retrieval_query(query=turn.question, history=history)
     request = RAGRequest(
         query=turn.question,

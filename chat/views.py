@@ -1,5 +1,6 @@
 """Chat pages: the session list (home), one session with its history, new / rename / delete.
 Every view looks sessions up through their owner: another user's session is a 404."""
+
 from django.contrib.auth.decorators import login_required
 from django.http import Http404
 from django.shortcuts import redirect, render

@@ -2,7 +2,6 @@ from django.contrib import admin, messages
 from django.db.models import Count
 
 from access.admin import TenantScopedAdmin
-
 from documents import services
 from documents.models import Document, Tag
 from documents.tasks import ingestion_enqueue
@@ -11,14 +10,16 @@ from documents.tasks import ingestion_enqueue
 @admin.register(Tag)
 class TagAdmin(TenantScopedAdmin):
     list_display = ("name", "slug", "tenant_id", "owner", "member_count", "document_count")
-    list_filter = ("tenant_id",)
     search_fields = ("name", "slug", "description")
     autocomplete_fields = ("owner", "members")
     prepopulated_fields = {"slug": ("name",)}
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("owner").annotate(
-            _members=Count("members", distinct=True), _documents=Count("documents", distinct=True)
+        return (
+            super()
+            .get_queryset(request)
+            .select_related("owner")
+            .annotate(_members=Count("members", distinct=True), _documents=Count("documents", distinct=True))
         )
 
     @admin.display(description="Members", ordering="_members")
@@ -32,14 +33,40 @@ class TagAdmin(TenantScopedAdmin):
 
 @admin.register(Document)
 class DocumentAdmin(TenantScopedAdmin):
-    list_display = ("title", "status", "kind", "tag_list", "chunk_count", "pages", "version", "uploaded_by", "created_at")
-    list_filter = ("status", "kind", "tags", "tenant_id")
+    list_display = (
+        "title",
+        "status",
+        "kind",
+        "tag_list",
+        "chunk_count",
+        "pages",
+        "version",
+        "uploaded_by",
+        "created_at",
+    )
+    list_filter = ("status", "kind", ("tags", admin.RelatedOnlyFieldListFilter))
     search_fields = ("title", "original_filename", "content_hash")
     autocomplete_fields = ("tags", "uploaded_by")
     actions = ["reindex", "delete_with_vectors"]
     readonly_fields = (
-        "id", "tenant_id", "original_filename", "file", "content_hash", "mime_type", "kind", "size", "status",
-        "stage", "progress", "error", "pages", "chunk_count", "warnings", "version", "created_at", "updated_at",
+        "id",
+        "tenant_id",
+        "original_filename",
+        "file",
+        "content_hash",
+        "mime_type",
+        "kind",
+        "size",
+        "status",
+        "stage",
+        "progress",
+        "error",
+        "pages",
+        "chunk_count",
+        "warnings",
+        "version",
+        "created_at",
+        "updated_at",
         "indexed_at",
     )
     fields = ("title", "tags", "uploaded_by", *readonly_fields)
@@ -81,7 +108,9 @@ class DocumentAdmin(TenantScopedAdmin):
             services.document_requeue(document=document)
             ingestion_enqueue(document.id)
             started += 1
-        self.message_user(request, f"Re-indexing {started} document(s)." + (f" {skipped} busy, skipped." if skipped else ""))
+        self.message_user(
+            request, f"Re-indexing {started} document(s)." + (f" {skipped} busy, skipped." if skipped else "")
+        )
 
     @admin.action(description="Delete selected documents and their indexed chunks", permissions=["delete"])
     def delete_with_vectors(self, request, queryset):

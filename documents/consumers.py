@@ -4,6 +4,7 @@ gets the row re-rendered for its own user (access re-checked per event), or its 
 Frames out (htmx ws extension, as every live page): the row as an out-of-band fragment (replaced in
 place, or inserted at the top when the page does not show it yet), then the reader's document count.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -42,7 +43,9 @@ class DocumentProgressConsumer(UserGroupConsumer):
                 return []  # exists but is not theirs: say nothing
             row = render_partial("documents/_row_removed.html", {"document_id": document_id})
         else:
-            row = render_partial("documents/_row.html", {**row_context(user=self.user, document=document), "live": True})
+            row = render_partial(
+                "documents/_row.html", {**row_context(user=self.user, document=document), "live": True}
+            )
         total = documents_for_user(user=self.user).count()
         return [row, render_partial("documents/_count.html", {"total": total, "oob": True})]
 

@@ -44,6 +44,12 @@ class FilterForm(forms.Form):
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Document.Status.choices])
     kind = forms.ChoiceField(
         required=False,
-        choices=[("", "Any type"), ("pdf", "PDF"), ("docx", "Word"), ("html", "HTML"),
-                 ("markdown", "Markdown"), ("text", "Text")],
+        choices=[
+            ("", "Any type"),
+            ("pdf", "PDF"),
+            ("docx", "Word"),
+            ("html", "HTML"),
+            ("markdown", "Markdown"),
+            ("text", "Text"),
+        ],
     )

@@ -5,6 +5,7 @@ A document's chunks live in Qdrant with payload `tags` = the slugs of its tags, 
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 import uuid
 from datetime import timedelta
 from pathlib import PurePosixPath
@@ -12,8 +13,10 @@ from pathlib import PurePosixPath
 from django.conf import settings
 from django.db import models
 
+from ragchat.services.vector_store import PUBLIC_TAG
+
 # The tag every signed-in user of a tenant holds: the core's access rule defines it.
-from ragchat.services.vector_store import PUBLIC_TAG as PUBLIC_TAG_SLUG
+PUBLIC_TAG_SLUG = PUBLIC_TAG
 
 # Ingestion saves progress after every batch; this long without a save means nobody is working on it.
 STALE_AFTER = timedelta(minutes=10)

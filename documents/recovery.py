@@ -16,6 +16,7 @@ With the "tasks" backend (separate `db_worker` processes), or a Qdrant server (s
 ingest), a web server's start says nothing about the others, so this does nothing there;
 `manage.py recover_ingestion --older-than-minutes N` is the operator's tool.
 """
+
 from __future__ import annotations
 
 import logging
@@ -59,8 +60,12 @@ async def documents_recover_interrupted(*, started_before: datetime) -> Recovery
             logger.error("recovery: could not remove partial vectors of %s: %s", document.id, e)
             stage = STAGE_CLEANUP_PENDING
         updated = await Document.objects.filter(pk=document.pk, status=Document.Status.PROCESSING).aupdate(
-            status=Document.Status.FAILED, stage=stage, progress=0, chunk_count=0,
-            error=INTERRUPTED_MESSAGE, updated_at=timezone.now(),
+            status=Document.Status.FAILED,
+            stage=stage,
+            progress=0,
+            chunk_count=0,
+            error=INTERRUPTED_MESSAGE,
+            updated_at=timezone.now(),
         )
         if updated:
             result.failed.append(document.document_id)
@@ -76,8 +81,12 @@ async def documents_recover_interrupted(*, started_before: datetime) -> Recovery
     if result.failed or result.requeued or result.purged:
         logger.warning(
             "ingestion recovered after a restart",
-            extra={"event": "ingestion_recovered", "failed": len(result.failed), "requeued": len(result.requeued),
-                   "purged": result.purged},
+            extra={
+                "event": "ingestion_recovered",
+                "failed": len(result.failed),
+                "requeued": len(result.requeued),
+                "purged": result.purged,
+            },
         )
     return result
 

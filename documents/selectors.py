@@ -3,6 +3,7 @@
 Who may read what is decided by `access.policy` (docs/access.md): these functions narrow and order
 what the policy allows, and never decide access themselves.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -67,7 +68,6 @@ def tag_facets(*, user, documents: QuerySet[Document]) -> list[dict]:
         {"slug": tag.slug, "name": tag.name, "count": counts.get(tag.slug, 0)}
         for tag in policy.readable_tags(user=user).order_by("name")
     ]
-
 
 
 def tag_owner(*, tag: Tag | None) -> TagOwner | None:

@@ -9,6 +9,7 @@ with a reason the uploader can read; delete removes every vector and checks the 
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -25,8 +26,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from documents.models import PUBLIC_TAG_SLUG, Document, Tag
 from access import policy
+from documents.models import PUBLIC_TAG_SLUG, Document, Tag
 from ragchat import runtime
 from ragchat.services.errors import DocumentError, EmbeddingError, VectorStoreError
 from ragchat.services.ingestion import document_name, ingest_document
@@ -313,15 +314,24 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         indexed_at=timezone.now(),
     )
     await report(document)
-    logger.info("document indexed", extra={"document_id": result.document_id, "chunks": result.chunk_count,
-                                           "seconds": result.timings.as_dict()})
+    logger.info(
+        "document indexed",
+        extra={"document_id": result.document_id, "chunks": result.chunk_count, "seconds": result.timings.as_dict()},
+    )
     return IngestResult(result.document_id, document.status, result.chunk_count)
 
 
 async def _parsed(document: Document, parsed: ParsedDocument, *, report: ProgressReporter) -> None:
     title = document_name(parsed, fallback=document.title)
-    await _save(document, stage="Splitting into chunks", progress=10, title=title,
-                mime_type=parsed.mime_type, kind=parsed.kind, pages=parsed.pages)
+    await _save(
+        document,
+        stage="Splitting into chunks",
+        progress=10,
+        title=title,
+        mime_type=parsed.mime_type,
+        kind=parsed.kind,
+        pages=parsed.pages,
+    )
     await report(document)
 
 
@@ -357,9 +367,7 @@ async def documents_purge_failed_vectors(*, vectors=None) -> int:
     """Delete the vectors of failed documents whose cleanup could not reach the store at the time
     (stage STAGE_CLEANUP_PENDING), so no half-indexed document stays searchable. Returns how many
     documents were purged; a store still down raises (VectorStoreError) and they stay pending."""
-    pending = [
-        d async for d in Document.objects.filter(status=Document.Status.FAILED, stage=STAGE_CLEANUP_PENDING)
-    ]
+    pending = [d async for d in Document.objects.filter(status=Document.Status.FAILED, stage=STAGE_CLEANUP_PENDING)]
     if not pending:
         return 0
     vectors = vectors or await runtime.ready_vector_service()

@@ -15,6 +15,7 @@ the view hands the ingestion to it. Outside a server (management commands, tests
 client) there is no long-lived loop to hand work to, so ingestion runs to completion before enqueue
 returns.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -3,6 +3,7 @@
 Every lookup goes through selectors that apply the tag rule; a document the user may not read is a
 404, the same as one that does not exist. Document-derived strings are always auto-escaped.
 """
+
 from __future__ import annotations
 
 import mimetypes
@@ -68,7 +69,10 @@ def _upload_one(*, user, upload, tags) -> tuple[object | None, str | None]:
     limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
     name = services.safe_filename(upload.name or "document")
     if upload.size > limit:  # refuse before reading it into memory
-        return None, f"{name}: this file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB."
+        return (
+            None,
+            f"{name}: this file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB.",
+        )
     try:
         document = services.document_create(user=user, data=upload.read(), filename=upload.name or "", tags=tags)
     except services.UploadRefused as e:
@@ -92,8 +96,10 @@ def document_upload(request):
             else:
                 created.append(document)
     else:
-        refused.extend(f"{field}: {' '.join(errors)}" if field != "__all__" else " ".join(errors)
-                       for field, errors in form.errors.items())
+        refused.extend(
+            f"{field}: {' '.join(errors)}" if field != "__all__" else " ".join(errors)
+            for field, errors in form.errors.items()
+        )
     for document in created:
         ingestion_enqueue(document.id)
         document.refresh_from_db()
@@ -189,7 +195,9 @@ def document_replace(request, document_id):
     upload = form.cleaned_data["file"]
     limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
     if upload.size > limit:
-        messages.error(request, f"This file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB.")
+        messages.error(
+            request, f"This file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB."
+        )
         return redirect("documents:detail", document_id=document.id)
     try:
         services.document_replace_file(document=document, data=upload.read(), filename=upload.name or "")

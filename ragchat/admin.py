@@ -10,4 +10,3 @@ class UserAdmin(TenantScopedMixin, BaseUserAdmin):
     fieldsets = BaseUserAdmin.fieldsets + (("Tenant", {"fields": ("tenant_id",)}),)
     add_fieldsets = BaseUserAdmin.add_fieldsets + (("Tenant", {"fields": ("tenant_id",)}),)
     list_display = ("username", "email", "tenant_id", "is_staff", "is_active")
-    list_filter = BaseUserAdmin.list_filter + ("tenant_id",)

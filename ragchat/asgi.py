@@ -1,4 +1,5 @@
 """ASGI entry point: HTTP through Django, websockets through channels (auth + origin checked)."""
+
 import os
 
 from django.core.asgi import get_asgi_application

@@ -1,5 +1,6 @@
 """What the project's listen-only websockets share (documents list, inbox): they send HTML fragments
 with hx-swap-oob, as the chat does, for htmx's ws extension on the page."""
+
 from __future__ import annotations
 
 from channels.generic.websocket import AsyncWebsocketConsumer

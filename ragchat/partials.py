@@ -5,6 +5,7 @@ consumers and the streaming chat all call `render_partial`, so there is one plac
 fragment is made. Markdown-to-HTML (markdown-it + nh3) is a sanitiser's job, not markup, and stays in
 chat.rendering.
 """
+
 from __future__ import annotations
 
 from typing import Any

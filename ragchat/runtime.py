@@ -9,6 +9,7 @@ server process.
 This module imports no app: the tag-owner lookup the RAGService routes with is handed in by the app
 that owns tags (documents/apps.py calls `provide_owner_lookup()` when Django starts).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -50,7 +51,9 @@ class RAGComponents:
         llm = OllamaLLM(settings)
         reranker = build_reranker(settings)
         rag = RAGService(vectors, settings, llm=llm, owner_lookup=owner_lookup, reranker=reranker)
-        return cls(settings=settings, embedder=embedder, vector_service=vectors, llm=llm, reranker=reranker, rag_service=rag)
+        return cls(
+            settings=settings, embedder=embedder, vector_service=vectors, llm=llm, reranker=reranker, rag_service=rag
+        )
 
     async def ready_vector_service(self) -> VectorService:
         """The vector service, its collection opened (or created) once."""

@@ -4,6 +4,7 @@ data/, local embedding model, Ollama at localhost if it runs.
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from dataclasses import replace
 from pathlib import Path
 
@@ -95,8 +96,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "init_command": (
-                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; "
-                "PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;"
+                "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;"
             ),
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
@@ -183,7 +183,8 @@ RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)
 RAG = RAGSettings.from_env()
 RAG = replace(
     RAG,
-    qdrant_path=str(BASE_DIR / env.str("QDRANT_PATH")) if env.str("QDRANT_PATH", default="")
+    qdrant_path=str(BASE_DIR / env.str("QDRANT_PATH"))
+    if env.str("QDRANT_PATH", default="")
     else str(DATA_DIR / "qdrant"),
 )
 

@@ -1,6 +1,7 @@
 """Static files storage: WhiteNoise's hashed and compressed names when `collectstatic` has written
 its manifest; the plain names (served from the source folders by WhiteNoise's finders) when it has
 not, so a fresh clone runs with DEBUG off without a collectstatic step."""
+
 from whitenoise.storage import CompressedManifestStaticFilesStorage
 
 

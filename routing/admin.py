@@ -6,8 +6,18 @@ from routing.models import QuestionGroup, RoutedQuestion
 
 @admin.register(RoutedQuestion)
 class RoutedQuestionAdmin(TenantScopedAdmin):
-    list_display = ("question_short", "asker", "tag", "target", "fallback", "origin", "status", "created_at", "answered_at")
-    list_filter = ("status", "origin", "fallback", "tenant_id", "tag")
+    list_display = (
+        "question_short",
+        "asker",
+        "tag",
+        "target",
+        "fallback",
+        "origin",
+        "status",
+        "created_at",
+        "answered_at",
+    )
+    list_filter = ("status", "origin", "fallback", ("tag", admin.RelatedOnlyFieldListFilter))
     search_fields = ("question", "answer", "asker__username", "asker__email")
     date_hierarchy = "created_at"
     raw_id_fields = ("asker", "session", "message", "question_message", "answer_message", "group", "published_document")
@@ -31,7 +41,7 @@ class RoutedQuestionInline(admin.TabularInline):
 @admin.register(QuestionGroup)
 class QuestionGroupAdmin(TenantScopedAdmin):
     list_display = ("representative_query", "tag", "status", "created_at", "answered_at")
-    list_filter = ("status", "tenant_id", "tag")
+    list_filter = ("status", ("tag", admin.RelatedOnlyFieldListFilter))
     search_fields = ("representative_query",)
     exclude = ("embedding",)
     inlines = [RoutedQuestionInline]

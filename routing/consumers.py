@@ -6,6 +6,7 @@ Frames out (htmx ws extension, as every live page): the question's row as an out
 moved to the top of the list (or deleted once it has left the inbox), then the open count, the
 navigation badge and the empty state (templates/routing/_inbox_live.html).
 """
+
 from __future__ import annotations
 
 from channels.db import database_sync_to_async

@@ -1,4 +1,5 @@
 """Navigation figures on every page: the asker's unread routed answers, the owner's open questions."""
+
 from django.utils.functional import SimpleLazyObject
 
 from access import policy

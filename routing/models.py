@@ -4,6 +4,7 @@ Similar open questions on the same tag share a QuestionGroup: one answer reaches
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from django.conf import settings
 from django.db import models
 
@@ -52,11 +53,19 @@ class RoutedQuestion(models.Model):
         "chat.Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     tag = models.ForeignKey(
-        "documents.Tag", null=True, blank=True, on_delete=models.SET_NULL, related_name="routed_questions",
+        "documents.Tag",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="routed_questions",
         help_text="The context's primary tag; empty when there was none.",
     )
     target = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="inbox_questions",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="inbox_questions",
         help_text="The tag owner it went to; empty = the admins (fallback).",
     )
     fallback = models.BooleanField(default=False, db_index=True)
@@ -78,9 +87,7 @@ class RoutedQuestion(models.Model):
         "chat.Message", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     seen_at = models.DateTimeField(null=True, blank=True, help_text="When the asker opened the answered session.")
-    group = models.ForeignKey(
-        QuestionGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions"
-    )
+    group = models.ForeignKey(QuestionGroup, null=True, blank=True, on_delete=models.SET_NULL, related_name="questions")
     published_document = models.ForeignKey(
         "documents.Document", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -1,5 +1,6 @@
 """Routing's hooks into chat: every finished ROUTE answer is routed; opening a session marks its
 answered questions as seen (the unread badge)."""
+
 from __future__ import annotations
 
 import logging

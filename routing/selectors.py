@@ -6,6 +6,7 @@ look alike.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import statistics

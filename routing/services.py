@@ -10,6 +10,7 @@ Notifications go out after the transaction commits: live on the recipient's chan
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -26,6 +27,7 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from access import policy
 from chat import services as chat_services
 from chat.models import ChatSession, Message
 from documents.models import Document, Tag
@@ -35,7 +37,6 @@ from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
 from routing.models import QuestionGroup, RoutedQuestion
-from access import policy
 
 logger = logging.getLogger(__name__)
 
@@ -387,7 +388,9 @@ def question_answer(
             transaction.on_commit(lambda q=item: _inbox_changed(q))
             answered.append(item)
         if locked.group_id is not None:
-            QuestionGroup.objects.filter(pk=locked.group_id).update(status=QuestionGroup.Status.ANSWERED, answered_at=now)
+            QuestionGroup.objects.filter(pk=locked.group_id).update(
+                status=QuestionGroup.Status.ANSWERED, answered_at=now
+            )
     question.refresh_from_db()
     if publish:
         question_publish(question=question, user=user, tag=publish_tag)
@@ -402,7 +405,10 @@ def question_close(*, question: RoutedQuestion, user) -> RoutedQuestion:
         status=RoutedQuestion.Status.CLOSED
     )
     question.refresh_from_db()
-    if question.group_id is not None and not question.group.questions.filter(status=RoutedQuestion.Status.OPEN).exists():
+    if (
+        question.group_id is not None
+        and not question.group.questions.filter(status=RoutedQuestion.Status.OPEN).exists()
+    ):
         QuestionGroup.objects.filter(pk=question.group_id).update(status=QuestionGroup.Status.CLOSED)
     transaction.on_commit(lambda: _inbox_changed(question))
     return question

@@ -6,6 +6,7 @@ Every question is looked up through `question_for_user`: anyone but its owner an
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 from django.contrib import messages
@@ -14,12 +15,12 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from chat.rendering import render_answer
 from access import policy
+from chat.rendering import render_answer
+from documents.models import PUBLIC_TAG_SLUG
 from ragchat.partials import render_partial
 from routing import selectors, services
 from routing.forms import AnswerForm
-from documents.models import PUBLIC_TAG_SLUG
 from routing.models import RoutedQuestion
 
 
@@ -76,7 +77,9 @@ def question_detail(request, question_id):
                 messages.success(
                     request,
                     f"Answer sent to {people} {'person' if people == 1 else 'people'}."
-                    + (" Published as verified knowledge: it is being indexed." if form.cleaned_data["publish"] else ""),
+                    + (
+                        " Published as verified knowledge: it is being indexed." if form.cleaned_data["publish"] else ""
+                    ),
                 )
                 return redirect("routing:question", question_id=question.pk)
     elif request.method != "GET":
@@ -115,8 +118,12 @@ def _confidence(question: RoutedQuestion) -> dict | None:
         except (TypeError, ValueError):
             return 0
 
-    return {"overall": int(c["overall"]), "retrieval": pct(c.get("retrieval")), "coverage": pct(c.get("coverage")),
-            "llm": int(c.get("llm") or 0)}
+    return {
+        "overall": int(c["overall"]),
+        "retrieval": pct(c.get("retrieval")),
+        "coverage": pct(c.get("coverage")),
+        "llm": int(c.get("llm") or 0),
+    }
 
 
 @login_required

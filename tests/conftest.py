@@ -1,4 +1,5 @@
 """Project-wide fixtures. The fake Ollama server's fixtures live in tests/fakes/plugin.py."""
+
 import os
 from dataclasses import replace
 

@@ -1,6 +1,7 @@
 """Settings for the test suite: the production defaults (DEBUG off), plus a throwaway secret and
 plain-HTTP transport, since the test client and the live test servers speak HTTP on loopback.
 Subprocesses the tests start inherit these variables."""
+
 import os
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "tests-only-not-a-secret-" + "x" * 40)
@@ -9,3 +10,6 @@ os.environ.setdefault("DJANGO_SECURE_COOKIES", "false")
 os.environ.setdefault("DJANGO_SECURE_HSTS_SECONDS", "0")
 
 from ragchat.settings import *  # noqa: E402,F403
+
+# Password hashing at full strength costs ~0.3 s per account: the tests create hundreds.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

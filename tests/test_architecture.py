@@ -11,6 +11,7 @@ counts, also one inside a function or under TYPE_CHECKING):
 
 A failure names every offending import with its file and line.
 """
+
 from __future__ import annotations
 
 import ast
@@ -49,9 +50,7 @@ class Import:
 
 def packages() -> list[str]:
     """The project's top-level packages: folders with an __init__.py, tests excepted."""
-    return sorted(
-        p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name not in {"tests", "build"}
-    )
+    return sorted(p.name for p in ROOT.iterdir() if (p / "__init__.py").is_file() and p.name not in {"tests", "build"})
 
 
 def module_name(path: Path) -> str:

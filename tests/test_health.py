@@ -1,4 +1,5 @@
 """GET /health: one JSON document, 200 when every required part is up, 503 otherwise."""
+
 import json
 from dataclasses import replace
 
@@ -15,10 +16,7 @@ DOC = "5b0e3f1e-8a55-4d53-9d2a-1f6d0d2a7c11"
 async def _index_two_chunks():
     service = await runtime.ready_vector_service()
     await service.upsert_chunks(
-        [
-            ChunkRecord(DOC, i, "Handbook", f"Vacation policy paragraph {i}.", ("hr",), "default")
-            for i in range(2)
-        ]
+        [ChunkRecord(DOC, i, "Handbook", f"Vacation policy paragraph {i}.", ("hr",), "default") for i in range(2)]
     )
 
 
@@ -33,7 +31,11 @@ def test_health_all_up(admin_client, rag_runtime, fake_ollama):
     assert body["database"]["ok"] is True
     vector = body["vector_store"]
     assert (vector["ok"], vector["points"], vector["documents"], vector["dimension"], vector["backend"]) == (
-        True, 2, 1, 384, "edge",
+        True,
+        2,
+        1,
+        384,
+        "edge",
     )
     assert body["embedder"] == {**body["embedder"], "ok": True, "model": "hashing-384", "dimension": 384}
     ollama = body["ollama"]

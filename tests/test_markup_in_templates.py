@@ -5,6 +5,7 @@ markdown-it and nh3 (chat.rendering), which is a sanitiser's output, not hand-bu
 reads every string constant that is not a docstring (f-string parts included) and flags an opening or
 closing tag of an HTML element.
 """
+
 from __future__ import annotations
 
 import ast

@@ -1,4 +1,5 @@
 """The tooling people expect runs as part of the test suite: the type check of the core."""
+
 from __future__ import annotations
 
 import subprocess

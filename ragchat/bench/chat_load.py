@@ -17,6 +17,7 @@ server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with n
   schedule) and the latency against its real, interpolated emission times are reported too. Every frame's tokens must be exactly 1..k in order (else a
   reorder), and the final message must hold every token (else they are lost).
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -118,7 +119,11 @@ class ScratchServer:
     def start(self) -> None:
         self.fake = subprocess.Popen(
             [sys.executable, "-m", "ragchat.bench.fake_llm", "--log", str(self.fake_log)],
-            cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO)},
+            cwd=REPO,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(REPO)},
         )
         line = self.fake.stdout.readline().strip()
         if not line.startswith("URL "):
@@ -127,9 +132,20 @@ class ScratchServer:
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         self.say(f"preparing the scratch server: {self.chunks} chunks, {self.sessions_wanted} sessions")
         setup = subprocess.run(
-            [sys.executable, "-m", "ragchat.bench.server_setup", "--chunks", str(self.chunks),
-             "--sessions", str(self.sessions_wanted)],
-            cwd=REPO, env=env, capture_output=True, text=True, timeout=1800,
+            [
+                sys.executable,
+                "-m",
+                "ragchat.bench.server_setup",
+                "--chunks",
+                str(self.chunks),
+                "--sessions",
+                str(self.sessions_wanted),
+            ],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=1800,
         )
         if setup.returncode != 0:
             raise RuntimeError(f"server setup failed:\n{setup.stderr[-3000:]}")
@@ -137,7 +153,10 @@ class ScratchServer:
         self.cookie, self.sessions = info["cookie"], info["sessions"]
         self.server = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ragchat.asgi:application"],
-            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=open(self.dir / "daphne.log", "w"),
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.dir / "daphne.log", "w"),
         )
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -194,16 +213,28 @@ class ScratchServer:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     # ---- clients -----------------------------------------------------------------------------
-    async def ask(self, session_id: str, qid: int, tokens: int, *, start: asyncio.Event | None = None,
-                  ready: asyncio.Semaphore | None = None, timeout: float = 300.0) -> StreamResult:
+    async def ask(
+        self,
+        session_id: str,
+        qid: int,
+        tokens: int,
+        *,
+        start: asyncio.Event | None = None,
+        ready: asyncio.Semaphore | None = None,
+        timeout: float = 300.0,
+    ) -> StreamResult:
         from websockets.asyncio.client import connect
 
         result = StreamResult(qid=qid, expected=tokens)
         url = f"ws://127.0.0.1:{self.port}/ws/chat/{session_id}/"
         try:
             async with connect(
-                url, origin=f"http://127.0.0.1:{self.port}", additional_headers={"Cookie": f"sessionid={self.cookie}"},
-                max_size=None, open_timeout=120, ping_interval=None,
+                url,
+                origin=f"http://127.0.0.1:{self.port}",
+                additional_headers={"Cookie": f"sessionid={self.cookie}"},
+                max_size=None,
+                open_timeout=120,
+                ping_interval=None,
             ) as ws:
                 if ready is not None:
                     ready.release()
@@ -257,8 +288,14 @@ async def measure_ttft(server: ScratchServer, *, samples: int, first_qid: int, t
 
 
 async def measure_concurrent(
-    server: ScratchServer, *, streams: int, first_qid: int, tokens: int, token_interval: float,
-    markdown: bool = False, split_pieces: bool = False,
+    server: ScratchServer,
+    *,
+    streams: int,
+    first_qid: int,
+    tokens: int,
+    token_interval: float,
+    markdown: bool = False,
+    split_pieces: bool = False,
 ) -> dict[str, Any]:
     server.set_delay(token_interval / 2 if split_pieces else token_interval)
     server.set_style(markdown=markdown, split_pieces=split_pieces)
@@ -326,8 +363,16 @@ async def measure_concurrent(
 
 
 async def chat_bench(
-    *, chunks: int, ttft_samples: int, concurrency: list[int], tokens: int, token_interval: float,
-    embedder: str, markdown: bool = False, split_pieces: bool = False, say=print,
+    *,
+    chunks: int,
+    ttft_samples: int,
+    concurrency: list[int],
+    tokens: int,
+    token_interval: float,
+    embedder: str,
+    markdown: bool = False,
+    split_pieces: bool = False,
+    say=print,
 ) -> dict[str, Any]:
     sessions = 3 + ttft_samples + sum(concurrency)
     server = ScratchServer(chunks=chunks, sessions=sessions, embedder=embedder, say=say)
@@ -341,8 +386,15 @@ async def chat_bench(
         for n in concurrency:
             say(f"{n} concurrent streams")
             out["concurrent"].append(
-                await measure_concurrent(server, streams=n, first_qid=qid, tokens=tokens, token_interval=token_interval,
-                                         markdown=markdown, split_pieces=split_pieces)
+                await measure_concurrent(
+                    server,
+                    streams=n,
+                    first_qid=qid,
+                    tokens=tokens,
+                    token_interval=token_interval,
+                    markdown=markdown,
+                    split_pieces=split_pieces,
+                )
             )
             qid += n
     finally:

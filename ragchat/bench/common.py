@@ -1,4 +1,5 @@
 """Shared pieces of the benchmarks: synthetic chunks, percentiles, memory."""
+
 from __future__ import annotations
 
 import random

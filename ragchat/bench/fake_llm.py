@@ -18,6 +18,7 @@ The markdown style is what a real answer costs to render: the same numbered toke
 bold, a paragraph break after every eighth, which also cites one of the prompt's SourceIds (glued to
 the word, so each token stays one chunk, or one word piece plus one whitespace piece when split).
 """
+
 from __future__ import annotations
 
 import argparse

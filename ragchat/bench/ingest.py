@@ -1,6 +1,7 @@
 """Ingestion throughput: the evaluation corpus (25 files, every format) through the product's own
 ingestion pipeline (ragchat/services/ingestion.py), several rounds, into a scratch embedded store;
 per-stage seconds come from the pipeline's timings."""
+
 from __future__ import annotations
 
 import shutil

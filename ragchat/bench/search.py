@@ -1,5 +1,6 @@
 """Filtered search latency: upsert N synthetic chunks, then time VectorService.search (the
 production path: access filter on every stage, dense + BM25, RRF, cosine scores)."""
+
 from __future__ import annotations
 
 import random
@@ -18,7 +19,12 @@ from ragchat.services.vector_store import PUBLIC_TAG, EdgeBackend, ServerBackend
 
 
 async def search_bench(
-    *, chunks: int, searches: int = 200, backend: str = "edge", batch: int = 256, qdrant_url: str = "",
+    *,
+    chunks: int,
+    searches: int = 200,
+    backend: str = "edge",
+    batch: int = 256,
+    qdrant_url: str = "",
     seed: int = 4,
 ) -> dict[str, Any]:
     """backend: "edge" (embedded default, temp dir), "local" (qdrant-client in memory) or "server"

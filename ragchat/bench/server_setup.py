@@ -7,6 +7,7 @@ and N chat sessions, and fills the embedded Qdrant with synthetic chunks plus a 
 about the benchmark question (so every question gets context and the model is really called).
 Prints one JSON line: {"cookie": ..., "sessions": [...], "chunks": n}.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,14 @@ async def fill_index(chunks: int) -> int:
         batch = records[start : start + 512]
         await service.upsert_chunks(batch, [hashing.embed_sync(r.chunk_text) for r in batch])
     targets = [
-        ChunkRecord(document_id="0b0b0b0b-0000-4000-8000-00000000be0c", chunk_index=i, document_name="Bench policy",
-                    chunk_text=text, tags=(BENCH_TAG,), section="Vacation approval")
+        ChunkRecord(
+            document_id="0b0b0b0b-0000-4000-8000-00000000be0c",
+            chunk_index=i,
+            document_name="Bench policy",
+            chunk_text=text,
+            tags=(BENCH_TAG,),
+            section="Vacation approval",
+        )
         for i, text in enumerate(target_texts())
     ]
     await service.upsert_chunks(targets)  # embedded by the configured embedder

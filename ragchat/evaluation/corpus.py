@@ -18,6 +18,7 @@ multi) for per-kind breakdowns.
 Files are rendered with the generators in ragchat/evaluation/docgen.py (fpdf2, python-docx, plain HTML,
 Markdown, text): the same ones the parser tests use, so nothing binary is committed.
 """
+
 from __future__ import annotations
 
 import json
@@ -65,333 +66,634 @@ class GoldQuestion:
 
 DOCUMENTS: list[EvalDocument] = [
     # ---------------------------------------------------------------- HR
-    EvalDocument("hr/employee-handbook.pdf", "Employee Handbook 2025", [
-        ("Annual leave", [
-            "Full-time employees receive 28 days of paid annual leave per calendar year, in addition to public holidays. "
-            "Part-time employees receive leave pro rata to their contracted hours.",
-            "Unused leave may be carried over up to a maximum of 5 days; carried-over days must be taken before 31 March "
-            "of the following year or they expire. Leave is requested in the HR portal and approved by the line manager.",
-        ]),
-        ("Probation and working hours", [
-            "Every new contract starts with a probation period of six months, during which either side may end the "
-            "employment with two weeks' notice.",
-            "We work flexible hours around core hours from 10:00 to 15:00, Monday to Friday. Overtime must be agreed "
-            "with the manager in advance and is compensated as time off in lieu.",
-        ]),
-        ("Sick leave", [
-            "If you are ill, notify your manager before 09:30 on the first day of absence. A doctor's note is required "
-            "from the fourth calendar day of sickness onwards.",
-            "The handbook is owned by Ingrid Solberg, Head of People, who answers questions about its interpretation.",
-        ]),
-    ]),
-    EvalDocument("hr/parental-leave-policy.docx", "Parental Leave Policy", [
-        ("Entitlement", [
-            "The birth parent is entitled to 20 weeks of fully paid parental leave. The second parent, including "
-            "adoptive parents and partners in same-sex couples, is entitled to 12 weeks of fully paid leave.",
-            "Leave may be taken in up to three blocks within the first 24 months after the birth or adoption.",
-        ]),
-        ("The Kinderbonus", [
-            "In addition to paid leave, each new parent receives a one-off Kinderbonus of 1,500 EUR paid with the next "
-            "salary run after the birth or adoption certificate is submitted.",
-        ]),
-        ("How to apply", [
-            "Submit form HR-PL-22 at least eight weeks before the planned start of leave. The form goes to your manager "
-            "and to the People team, who confirm the dates in writing within ten working days.",
-        ]),
-    ]),
-    EvalDocument("hr/remote-work-guidelines.md", "Remote Work Guidelines", [
-        ("How much remote work", [
-            "Employees may work remotely up to three days per week, provided their role allows it and the team keeps "
-            "at least one shared office day, usually Tuesday.",
-        ]),
-        ("Home office allowance", [
-            "Everyone with an approved remote arrangement receives a home office allowance of 45 EUR per month with "
-            "salary, to cover electricity, internet and furniture wear.",
-        ]),
-        ("Workations", [
-            "Working from abroad (a workation) is allowed for at most 30 days per calendar year and only inside the "
-            "EU/EEA, for tax and insurance reasons. Every remote arrangement and workation is registered and approved "
-            "in the FlexDesk portal before it starts.",
-        ]),
-    ]),
-    EvalDocument("hr/performance-review-process.html", "Performance Review Process", [
-        ("The Compass cycle", [
-            "Our annual performance review cycle is called Compass and runs every November. Employees write a "
-            "self-assessment, managers collect 360-degree feedback from three peers, and a calibration committee "
-            "of department heads reviews ratings for consistency.",
-        ]),
-        ("Rating scale", [
-            "Compass uses a five-point scale: 1 Below expectations, 2 Partly meets, 3 Meets expectations, "
-            "4 Exceeds expectations, 5 Outstanding.",
-        ]),
-        ("Pay outcomes", [
-            "Salary adjustments that result from Compass take effect on 1 April of the following year and are "
-            "communicated by the manager in a one-to-one meeting in March.",
-        ]),
-    ]),
-    EvalDocument("hr/onboarding-checklist.txt", "Onboarding Checklist for New Starters", [
-        ("Your first day", [
-            "Come to the reception of Building C at 09:00 on your first day. Your buddy meets you there and takes you "
-            "to the IT Bar, where your laptop and badge are ready.",
-        ]),
-        ("First two weeks", [
-            "Complete the mandatory safety and compliance course SAFE-101 within 14 days of your start date. "
-            "Book a meeting with your mentor, who is assigned by our onboarding coordinator Priya Raman.",
-        ]),
-        ("First three months", [
-            "Agree your objectives with your manager in the first month and hold a probation check-in after three "
-            "months.",
-        ]),
-    ]),
+    EvalDocument(
+        "hr/employee-handbook.pdf",
+        "Employee Handbook 2025",
+        [
+            (
+                "Annual leave",
+                [
+                    "Full-time employees receive 28 days of paid annual leave per calendar year, in addition to public holidays. "
+                    "Part-time employees receive leave pro rata to their contracted hours.",
+                    "Unused leave may be carried over up to a maximum of 5 days; carried-over days must be taken before 31 March "
+                    "of the following year or they expire. Leave is requested in the HR portal and approved by the line manager.",
+                ],
+            ),
+            (
+                "Probation and working hours",
+                [
+                    "Every new contract starts with a probation period of six months, during which either side may end the "
+                    "employment with two weeks' notice.",
+                    "We work flexible hours around core hours from 10:00 to 15:00, Monday to Friday. Overtime must be agreed "
+                    "with the manager in advance and is compensated as time off in lieu.",
+                ],
+            ),
+            (
+                "Sick leave",
+                [
+                    "If you are ill, notify your manager before 09:30 on the first day of absence. A doctor's note is required "
+                    "from the fourth calendar day of sickness onwards.",
+                    "The handbook is owned by Ingrid Solberg, Head of People, who answers questions about its interpretation.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "hr/parental-leave-policy.docx",
+        "Parental Leave Policy",
+        [
+            (
+                "Entitlement",
+                [
+                    "The birth parent is entitled to 20 weeks of fully paid parental leave. The second parent, including "
+                    "adoptive parents and partners in same-sex couples, is entitled to 12 weeks of fully paid leave.",
+                    "Leave may be taken in up to three blocks within the first 24 months after the birth or adoption.",
+                ],
+            ),
+            (
+                "The Kinderbonus",
+                [
+                    "In addition to paid leave, each new parent receives a one-off Kinderbonus of 1,500 EUR paid with the next "
+                    "salary run after the birth or adoption certificate is submitted.",
+                ],
+            ),
+            (
+                "How to apply",
+                [
+                    "Submit form HR-PL-22 at least eight weeks before the planned start of leave. The form goes to your manager "
+                    "and to the People team, who confirm the dates in writing within ten working days.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "hr/remote-work-guidelines.md",
+        "Remote Work Guidelines",
+        [
+            (
+                "How much remote work",
+                [
+                    "Employees may work remotely up to three days per week, provided their role allows it and the team keeps "
+                    "at least one shared office day, usually Tuesday.",
+                ],
+            ),
+            (
+                "Home office allowance",
+                [
+                    "Everyone with an approved remote arrangement receives a home office allowance of 45 EUR per month with "
+                    "salary, to cover electricity, internet and furniture wear.",
+                ],
+            ),
+            (
+                "Workations",
+                [
+                    "Working from abroad (a workation) is allowed for at most 30 days per calendar year and only inside the "
+                    "EU/EEA, for tax and insurance reasons. Every remote arrangement and workation is registered and approved "
+                    "in the FlexDesk portal before it starts.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "hr/performance-review-process.html",
+        "Performance Review Process",
+        [
+            (
+                "The Compass cycle",
+                [
+                    "Our annual performance review cycle is called Compass and runs every November. Employees write a "
+                    "self-assessment, managers collect 360-degree feedback from three peers, and a calibration committee "
+                    "of department heads reviews ratings for consistency.",
+                ],
+            ),
+            (
+                "Rating scale",
+                [
+                    "Compass uses a five-point scale: 1 Below expectations, 2 Partly meets, 3 Meets expectations, "
+                    "4 Exceeds expectations, 5 Outstanding.",
+                ],
+            ),
+            (
+                "Pay outcomes",
+                [
+                    "Salary adjustments that result from Compass take effect on 1 April of the following year and are "
+                    "communicated by the manager in a one-to-one meeting in March.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "hr/onboarding-checklist.txt",
+        "Onboarding Checklist for New Starters",
+        [
+            (
+                "Your first day",
+                [
+                    "Come to the reception of Building C at 09:00 on your first day. Your buddy meets you there and takes you "
+                    "to the IT Bar, where your laptop and badge are ready.",
+                ],
+            ),
+            (
+                "First two weeks",
+                [
+                    "Complete the mandatory safety and compliance course SAFE-101 within 14 days of your start date. "
+                    "Book a meeting with your mentor, who is assigned by our onboarding coordinator Priya Raman.",
+                ],
+            ),
+            (
+                "First three months",
+                [
+                    "Agree your objectives with your manager in the first month and hold a probation check-in after three "
+                    "months.",
+                ],
+            ),
+        ],
+    ),
     # ---------------------------------------------------------------- IT
-    EvalDocument("it/vpn-setup-guide.pdf", "VPN Setup Guide", [
-        ("Installing the client", [
-            "Remote access uses the WireGuard VPN client. Download your personal profile from the portal at "
-            "vpn.halvorsen.example and import it into the client; the profile connects to gateway GW-OSL-02 in Oslo.",
-            "Sign-in requires multi-factor authentication with the HalvoKey app on your phone. Split tunnelling is "
-            "disabled: all traffic goes through the VPN while it is connected.",
-        ]),
-        ("Troubleshooting", [
-            "Error VPN-809 means your device certificate has expired; renew it from the portal under My Devices and "
-            "reconnect. Error VPN-412 means the gateway is in maintenance; wait fifteen minutes and try again.",
-        ]),
-    ]),
-    EvalDocument("it/password-policy.docx", "Password Policy", [
-        ("Requirements", [
-            "Passwords must be at least 14 characters long. We recommend passphrases of four or more random words. "
-            "Passwords are not rotated on a schedule; change yours immediately if you suspect it is compromised.",
-        ]),
-        ("Lockout", [
-            "An account is locked for 15 minutes after 8 failed sign-in attempts. The service desk can unlock it "
-            "earlier after verifying your identity.",
-        ]),
-        ("Password manager and service accounts", [
-            "Store every work password in the company Bitwarden vault. Service account credentials are rotated "
-            "every 90 days by their technical owner and never stored in source code.",
-        ]),
-    ]),
-    EvalDocument("it/laptop-replacement.md", "Laptop Replacement Standard", [
-        ("Replacement cycle", [
-            "Company laptops are replaced every four years (48 months) from the delivery date, or earlier if a repair "
-            "would cost more than half of a new device.",
-        ]),
-        ("Standard models", [
-            "The standard model is the ThinkPad T14 Gen 5 with 32 GB of memory. Software developers may choose a "
-            "MacBook Pro 14 instead.",
-        ]),
-        ("Requesting and returning", [
-            "Request a replacement through a service desk ticket in category HW-REQ. Returned devices are wiped by "
-            "our recycling partner Certus, who issues a wipe certificate for each serial number.",
-        ]),
-    ]),
-    EvalDocument("it/service-desk-sla.html", "IT Service Desk Service Levels", [
-        ("Contacting the service desk", [
-            "The IT service desk, Helix Desk, is reachable on internal extension 4357 (HELP) and through the portal. "
-            "Staffed hours are 07:00 to 19:00 CET on working days.",
-        ]),
-        ("Priorities and response times", [
-            "P1 (critical, many users affected): response within 15 minutes and resolution target of 4 hours. "
-            "P2 (high): response within 1 hour. P3 (normal): response by the next business day.",
-            "Outside staffed hours, P1 incidents page the on-call engineer through OpsGenie.",
-        ]),
-    ]),
-    EvalDocument("it/backup-and-restore.txt", "Backup and Restore Procedure", [
-        ("Backups", [
-            "All servers are backed up nightly at 01:30 to the secondary data centre Vault-B in Bergen. "
-            "Backups are kept for 35 days.",
-        ]),
-        ("Restore", [
-            "To restore a file or a system, open a ticket of type RST with the path and the date you need. "
-            "Our recovery point objective (RPO) is 24 hours and our recovery time objective (RTO) is 8 hours.",
-        ]),
-        ("Testing", [
-            "The infrastructure team runs a full restore test every quarter and records the result in the "
-            "change calendar.",
-        ]),
-    ]),
+    EvalDocument(
+        "it/vpn-setup-guide.pdf",
+        "VPN Setup Guide",
+        [
+            (
+                "Installing the client",
+                [
+                    "Remote access uses the WireGuard VPN client. Download your personal profile from the portal at "
+                    "vpn.halvorsen.example and import it into the client; the profile connects to gateway GW-OSL-02 in Oslo.",
+                    "Sign-in requires multi-factor authentication with the HalvoKey app on your phone. Split tunnelling is "
+                    "disabled: all traffic goes through the VPN while it is connected.",
+                ],
+            ),
+            (
+                "Troubleshooting",
+                [
+                    "Error VPN-809 means your device certificate has expired; renew it from the portal under My Devices and "
+                    "reconnect. Error VPN-412 means the gateway is in maintenance; wait fifteen minutes and try again.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "it/password-policy.docx",
+        "Password Policy",
+        [
+            (
+                "Requirements",
+                [
+                    "Passwords must be at least 14 characters long. We recommend passphrases of four or more random words. "
+                    "Passwords are not rotated on a schedule; change yours immediately if you suspect it is compromised.",
+                ],
+            ),
+            (
+                "Lockout",
+                [
+                    "An account is locked for 15 minutes after 8 failed sign-in attempts. The service desk can unlock it "
+                    "earlier after verifying your identity.",
+                ],
+            ),
+            (
+                "Password manager and service accounts",
+                [
+                    "Store every work password in the company Bitwarden vault. Service account credentials are rotated "
+                    "every 90 days by their technical owner and never stored in source code.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "it/laptop-replacement.md",
+        "Laptop Replacement Standard",
+        [
+            (
+                "Replacement cycle",
+                [
+                    "Company laptops are replaced every four years (48 months) from the delivery date, or earlier if a repair "
+                    "would cost more than half of a new device.",
+                ],
+            ),
+            (
+                "Standard models",
+                [
+                    "The standard model is the ThinkPad T14 Gen 5 with 32 GB of memory. Software developers may choose a "
+                    "MacBook Pro 14 instead.",
+                ],
+            ),
+            (
+                "Requesting and returning",
+                [
+                    "Request a replacement through a service desk ticket in category HW-REQ. Returned devices are wiped by "
+                    "our recycling partner Certus, who issues a wipe certificate for each serial number.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "it/service-desk-sla.html",
+        "IT Service Desk Service Levels",
+        [
+            (
+                "Contacting the service desk",
+                [
+                    "The IT service desk, Helix Desk, is reachable on internal extension 4357 (HELP) and through the portal. "
+                    "Staffed hours are 07:00 to 19:00 CET on working days.",
+                ],
+            ),
+            (
+                "Priorities and response times",
+                [
+                    "P1 (critical, many users affected): response within 15 minutes and resolution target of 4 hours. "
+                    "P2 (high): response within 1 hour. P3 (normal): response by the next business day.",
+                    "Outside staffed hours, P1 incidents page the on-call engineer through OpsGenie.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "it/backup-and-restore.txt",
+        "Backup and Restore Procedure",
+        [
+            (
+                "Backups",
+                [
+                    "All servers are backed up nightly at 01:30 to the secondary data centre Vault-B in Bergen. "
+                    "Backups are kept for 35 days.",
+                ],
+            ),
+            (
+                "Restore",
+                [
+                    "To restore a file or a system, open a ticket of type RST with the path and the date you need. "
+                    "Our recovery point objective (RPO) is 24 hours and our recovery time objective (RTO) is 8 hours.",
+                ],
+            ),
+            (
+                "Testing",
+                [
+                    "The infrastructure team runs a full restore test every quarter and records the result in the "
+                    "change calendar.",
+                ],
+            ),
+        ],
+    ),
     # ---------------------------------------------------------------- finance
-    EvalDocument("finance/travel-expense-policy.pdf", "Travel and Expense Policy", [
-        ("Per diem", [
-            "Business travellers receive a per diem of 65 EUR per day for domestic trips and 90 EUR per day abroad, "
-            "covering meals and small expenses.",
-        ]),
-        ("Hotels and flights", [
-            "Hotel costs are capped at 180 EUR per night, or 220 EUR per night in Oslo and London. Book economy class "
-            "for flights under six hours; business class needs approval from a vice president.",
-        ]),
-        ("Submitting claims", [
-            "Submit expense claims in Spendwise within 30 days of the trip. Attach receipts for every item above "
-            "25 EUR; claims without receipts are returned.",
-        ]),
-    ]),
-    EvalDocument("finance/procurement-rules.docx", "Procurement Rules", [
-        ("Purchase orders", [
-            "Every purchase above 5,000 EUR requires a purchase order raised before the goods or services are "
-            "ordered. Purchases above 25,000 EUR require three written quotes.",
-        ]),
-        ("Approvals", [
-            "Purchases above 100,000 EUR are approved by the Chief Financial Officer, Marcus Lindqvist.",
-        ]),
-        ("Suppliers", [
-            "Buy from the Approved Supplier List (ASL) whenever possible. Adding a supplier to the ASL requires a "
-            "risk check by the procurement team.",
-        ]),
-    ]),
-    EvalDocument("finance/corporate-card-guide.md", "Corporate Card Guide", [
-        ("The LumenCard", [
-            "Employees who travel often receive a LumenCard corporate credit card with a monthly limit of 3,000 EUR. "
-            "Personal use of the card is not allowed.",
-        ]),
-        ("Cash and reconciliation", [
-            "Cash withdrawals are limited to 200 EUR per month. Reconcile every card transaction in Spendwise by the "
-            "fifth working day of the following month.",
-        ]),
-        ("Lost or stolen cards", [
-            "Block a lost or stolen LumenCard immediately through the card hotline printed on the back and inform "
-            "the finance helpdesk.",
-        ]),
-    ]),
-    EvalDocument("finance/invoice-payment-terms.html", "Supplier Invoice and Payment Terms", [
-        ("Payment terms", [
-            "Our standard payment terms are net 45 days from the invoice date. Suppliers who accept early payment "
-            "terms of 2/10 receive payment within ten days with a two percent discount.",
-        ]),
-        ("Invoice requirements", [
-            "Invoices must quote a purchase order number in the format PO-2025-NNNNN and are sent as PDF to the "
-            "accounts payable mailbox. New suppliers register with form FIN-SUP-3 before their first invoice.",
-        ]),
-    ]),
-    EvalDocument("finance/budget-calendar.txt", "Budget Calendar", [
-        ("Fiscal year", [
-            "Our fiscal year starts on 1 February and ends on 31 January.",
-        ]),
-        ("Deadlines", [
-            "Department budget submissions for the next fiscal year are due on 15 October. The mid-year reforecast, "
-            "called RF2, runs in August.",
-        ]),
-        ("Cost centres", [
-            "Each department books costs to its own cost centre; IT uses cost centre CC-4410 and the People team "
-            "uses CC-2150.",
-        ]),
-    ]),
+    EvalDocument(
+        "finance/travel-expense-policy.pdf",
+        "Travel and Expense Policy",
+        [
+            (
+                "Per diem",
+                [
+                    "Business travellers receive a per diem of 65 EUR per day for domestic trips and 90 EUR per day abroad, "
+                    "covering meals and small expenses.",
+                ],
+            ),
+            (
+                "Hotels and flights",
+                [
+                    "Hotel costs are capped at 180 EUR per night, or 220 EUR per night in Oslo and London. Book economy class "
+                    "for flights under six hours; business class needs approval from a vice president.",
+                ],
+            ),
+            (
+                "Submitting claims",
+                [
+                    "Submit expense claims in Spendwise within 30 days of the trip. Attach receipts for every item above "
+                    "25 EUR; claims without receipts are returned.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "finance/procurement-rules.docx",
+        "Procurement Rules",
+        [
+            (
+                "Purchase orders",
+                [
+                    "Every purchase above 5,000 EUR requires a purchase order raised before the goods or services are "
+                    "ordered. Purchases above 25,000 EUR require three written quotes.",
+                ],
+            ),
+            (
+                "Approvals",
+                [
+                    "Purchases above 100,000 EUR are approved by the Chief Financial Officer, Marcus Lindqvist.",
+                ],
+            ),
+            (
+                "Suppliers",
+                [
+                    "Buy from the Approved Supplier List (ASL) whenever possible. Adding a supplier to the ASL requires a "
+                    "risk check by the procurement team.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "finance/corporate-card-guide.md",
+        "Corporate Card Guide",
+        [
+            (
+                "The LumenCard",
+                [
+                    "Employees who travel often receive a LumenCard corporate credit card with a monthly limit of 3,000 EUR. "
+                    "Personal use of the card is not allowed.",
+                ],
+            ),
+            (
+                "Cash and reconciliation",
+                [
+                    "Cash withdrawals are limited to 200 EUR per month. Reconcile every card transaction in Spendwise by the "
+                    "fifth working day of the following month.",
+                ],
+            ),
+            (
+                "Lost or stolen cards",
+                [
+                    "Block a lost or stolen LumenCard immediately through the card hotline printed on the back and inform "
+                    "the finance helpdesk.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "finance/invoice-payment-terms.html",
+        "Supplier Invoice and Payment Terms",
+        [
+            (
+                "Payment terms",
+                [
+                    "Our standard payment terms are net 45 days from the invoice date. Suppliers who accept early payment "
+                    "terms of 2/10 receive payment within ten days with a two percent discount.",
+                ],
+            ),
+            (
+                "Invoice requirements",
+                [
+                    "Invoices must quote a purchase order number in the format PO-2025-NNNNN and are sent as PDF to the "
+                    "accounts payable mailbox. New suppliers register with form FIN-SUP-3 before their first invoice.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "finance/budget-calendar.txt",
+        "Budget Calendar",
+        [
+            (
+                "Fiscal year",
+                [
+                    "Our fiscal year starts on 1 February and ends on 31 January.",
+                ],
+            ),
+            (
+                "Deadlines",
+                [
+                    "Department budget submissions for the next fiscal year are due on 15 October. The mid-year reforecast, "
+                    "called RF2, runs in August.",
+                ],
+            ),
+            (
+                "Cost centres",
+                [
+                    "Each department books costs to its own cost centre; IT uses cost centre CC-4410 and the People team "
+                    "uses CC-2150.",
+                ],
+            ),
+        ],
+    ),
     # ---------------------------------------------------------------- legal
-    EvalDocument("legal/data-protection-policy.pdf", "Data Protection Policy", [
-        ("Responsibilities", [
-            "Our Data Protection Officer (DPO) is Dr. Elena Marsh. Questions about personal data go to the DPO, "
-            "who also keeps the record of processing activities.",
-        ]),
-        ("Personal data breaches", [
-            "A personal data breach must be reported to the DPO at once. Where required by the GDPR, the DPO notifies "
-            "the supervisory authority Datatilsynet within 72 hours of becoming aware of the breach.",
-        ]),
-        ("Retention and assessments", [
-            "CVs of unsuccessful applicants are deleted after six months. A data protection impact assessment (DPIA) "
-            "is required before starting any new processing that is likely to result in a high risk to people.",
-        ]),
-    ]),
-    EvalDocument("legal/nda-guidelines.docx", "NDA Guidelines", [
-        ("Templates", [
-            "Use the mutual NDA template NDA-M-07 when both parties share confidential information, and the one-way "
-            "template NDA-U-03 when only we disclose. NDAs have a term of three years.",
-        ]),
-        ("Review and signature", [
-            "Changes to the templates need legal review, which takes up to five business days. Only directors may "
-            "sign NDAs on behalf of the company.",
-        ]),
-    ]),
-    EvalDocument("legal/contract-signing-authority.md", "Contract Signing Authority", [
-        ("Signing matrix", [
-            "Department heads may sign contracts with a total value up to 50,000 EUR. Vice presidents may sign up to "
-            "250,000 EUR. Contracts above 250,000 EUR are signed by the CEO, Astrid Halvorsen, together with the CFO.",
-        ]),
-        ("Electronic signature", [
-            "Contracts are signed electronically through SignFlow; wet-ink signatures are only used where a "
-            "counterparty's law requires them.",
-        ]),
-    ]),
-    EvalDocument("legal/whistleblowing-procedure.html", "Whistleblowing Procedure", [
-        ("Reporting a concern", [
-            "Concerns about wrongdoing can be reported anonymously through the SpeakUp line, by phone or web form, "
-            "24 hours a day. Reports are received by our external ombudsperson, the law firm Berg & Dahl.",
-        ]),
-        ("What happens next", [
-            "The reporter receives an acknowledgement within 7 days and feedback on the follow-up within 3 months, "
-            "as required by EU Directive 2019/1937. Retaliation against reporters is forbidden.",
-        ]),
-    ]),
+    EvalDocument(
+        "legal/data-protection-policy.pdf",
+        "Data Protection Policy",
+        [
+            (
+                "Responsibilities",
+                [
+                    "Our Data Protection Officer (DPO) is Dr. Elena Marsh. Questions about personal data go to the DPO, "
+                    "who also keeps the record of processing activities.",
+                ],
+            ),
+            (
+                "Personal data breaches",
+                [
+                    "A personal data breach must be reported to the DPO at once. Where required by the GDPR, the DPO notifies "
+                    "the supervisory authority Datatilsynet within 72 hours of becoming aware of the breach.",
+                ],
+            ),
+            (
+                "Retention and assessments",
+                [
+                    "CVs of unsuccessful applicants are deleted after six months. A data protection impact assessment (DPIA) "
+                    "is required before starting any new processing that is likely to result in a high risk to people.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "legal/nda-guidelines.docx",
+        "NDA Guidelines",
+        [
+            (
+                "Templates",
+                [
+                    "Use the mutual NDA template NDA-M-07 when both parties share confidential information, and the one-way "
+                    "template NDA-U-03 when only we disclose. NDAs have a term of three years.",
+                ],
+            ),
+            (
+                "Review and signature",
+                [
+                    "Changes to the templates need legal review, which takes up to five business days. Only directors may "
+                    "sign NDAs on behalf of the company.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "legal/contract-signing-authority.md",
+        "Contract Signing Authority",
+        [
+            (
+                "Signing matrix",
+                [
+                    "Department heads may sign contracts with a total value up to 50,000 EUR. Vice presidents may sign up to "
+                    "250,000 EUR. Contracts above 250,000 EUR are signed by the CEO, Astrid Halvorsen, together with the CFO.",
+                ],
+            ),
+            (
+                "Electronic signature",
+                [
+                    "Contracts are signed electronically through SignFlow; wet-ink signatures are only used where a "
+                    "counterparty's law requires them.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "legal/whistleblowing-procedure.html",
+        "Whistleblowing Procedure",
+        [
+            (
+                "Reporting a concern",
+                [
+                    "Concerns about wrongdoing can be reported anonymously through the SpeakUp line, by phone or web form, "
+                    "24 hours a day. Reports are received by our external ombudsperson, the law firm Berg & Dahl.",
+                ],
+            ),
+            (
+                "What happens next",
+                [
+                    "The reporter receives an acknowledgement within 7 days and feedback on the follow-up within 3 months, "
+                    "as required by EU Directive 2019/1937. Retaliation against reporters is forbidden.",
+                ],
+            ),
+        ],
+    ),
     # ---------------------------------------------------------------- security
-    EvalDocument("security/incident-response-plan.pdf", "Security Incident Response Plan", [
-        ("Severity levels", [
-            "Security incidents are classified from SEV1 (critical: active breach or ransomware) to SEV4 (low: a "
-            "single policy violation without impact). For a SEV1 an incident bridge is opened within 10 minutes and "
-            "an incident commander from the on-call rota takes charge.",
-        ]),
-        ("Reporting", [
-            "Report suspected security incidents to the Security Operations Centre (SOC) on extension 7777 or "
-            "through the SOC mailbox, at any hour.",
-        ]),
-        ("After the incident", [
-            "A blameless post-mortem is written within 5 business days of closing any SEV1 or SEV2 incident.",
-        ]),
-    ]),
-    EvalDocument("security/acceptable-use-policy.docx", "Acceptable Use Policy", [
-        ("Storage and devices", [
-            "Company data must not be stored in personal cloud storage such as private Dropbox or Google Drive "
-            "accounts. USB mass storage devices are blocked on all company laptops.",
-        ]),
-        ("AI tools", [
-            "Only the approved internal assistant LumenGPT may be used with company data; public AI chatbots must not "
-            "receive confidential information.",
-        ]),
-        ("Clean desk", [
-            "Lock your screen when you leave your desk and keep no confidential papers on it overnight.",
-        ]),
-    ]),
-    EvalDocument("security/access-control-standard.md", "Access Control Standard", [
-        ("Least privilege", [
-            "Access is granted on the principle of least privilege. Every quarter, managers confirm their team's "
-            "access in the Access Review Campaign (ARC).",
-        ]),
-        ("Privileged access", [
-            "Administrator and other privileged access is only used through the privileged access management tool "
-            "CyberVault, which records every session.",
-        ]),
-        ("Joiners, movers and leavers", [
-            "When someone leaves, all of their access is removed within 24 hours of their last working day.",
-        ]),
-    ]),
-    EvalDocument("security/phishing-awareness.txt", "Phishing Awareness Programme", [
-        ("Reporting phishing", [
-            "Report a suspicious email with the Report Phish button in Outlook; do not forward it.",
-        ]),
-        ("Simulations and training", [
-            "The security team sends simulated phishing emails every month. Our target is a click rate below 3 "
-            "percent. Everyone completes the PHISH-200 awareness training once a year.",
-        ]),
-    ]),
+    EvalDocument(
+        "security/incident-response-plan.pdf",
+        "Security Incident Response Plan",
+        [
+            (
+                "Severity levels",
+                [
+                    "Security incidents are classified from SEV1 (critical: active breach or ransomware) to SEV4 (low: a "
+                    "single policy violation without impact). For a SEV1 an incident bridge is opened within 10 minutes and "
+                    "an incident commander from the on-call rota takes charge.",
+                ],
+            ),
+            (
+                "Reporting",
+                [
+                    "Report suspected security incidents to the Security Operations Centre (SOC) on extension 7777 or "
+                    "through the SOC mailbox, at any hour.",
+                ],
+            ),
+            (
+                "After the incident",
+                [
+                    "A blameless post-mortem is written within 5 business days of closing any SEV1 or SEV2 incident.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "security/acceptable-use-policy.docx",
+        "Acceptable Use Policy",
+        [
+            (
+                "Storage and devices",
+                [
+                    "Company data must not be stored in personal cloud storage such as private Dropbox or Google Drive "
+                    "accounts. USB mass storage devices are blocked on all company laptops.",
+                ],
+            ),
+            (
+                "AI tools",
+                [
+                    "Only the approved internal assistant LumenGPT may be used with company data; public AI chatbots must not "
+                    "receive confidential information.",
+                ],
+            ),
+            (
+                "Clean desk",
+                [
+                    "Lock your screen when you leave your desk and keep no confidential papers on it overnight.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "security/access-control-standard.md",
+        "Access Control Standard",
+        [
+            (
+                "Least privilege",
+                [
+                    "Access is granted on the principle of least privilege. Every quarter, managers confirm their team's "
+                    "access in the Access Review Campaign (ARC).",
+                ],
+            ),
+            (
+                "Privileged access",
+                [
+                    "Administrator and other privileged access is only used through the privileged access management tool "
+                    "CyberVault, which records every session.",
+                ],
+            ),
+            (
+                "Joiners, movers and leavers",
+                [
+                    "When someone leaves, all of their access is removed within 24 hours of their last working day.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "security/phishing-awareness.txt",
+        "Phishing Awareness Programme",
+        [
+            (
+                "Reporting phishing",
+                [
+                    "Report a suspicious email with the Report Phish button in Outlook; do not forward it.",
+                ],
+            ),
+            (
+                "Simulations and training",
+                [
+                    "The security team sends simulated phishing emails every month. Our target is a click rate below 3 "
+                    "percent. Everyone completes the PHISH-200 awareness training once a year.",
+                ],
+            ),
+        ],
+    ),
     # ---------------------------------------------------------------- public
-    EvalDocument("public/company-overview.md", "Company Overview", [
-        ("Who we are", [
-            "Halvorsen Maritime was founded in 1987 in Tromsø and today employs 1,240 people. Our CEO is Astrid "
-            "Halvorsen, granddaughter of the founder.",
-        ]),
-        ("Where we are", [
-            "We have offices in Oslo, Bergen and Rotterdam. Our values are seamanship, candour and care.",
-        ]),
-    ]),
-    EvalDocument("public/office-facilities.html", "Office Facilities (Oslo)", [
-        ("Getting here", [
-            "The Oslo office is at Fjordgata 12. Staff parking permits are issued by reception for one year at a time.",
-        ]),
-        ("Canteen and gym", [
-            "The canteen is open from 11:00 to 13:30 on working days. The basement gym is free for staff and opens at "
-            "06:00.",
-        ]),
-        ("Guests", [
-            "Visitors sign in at reception and can use the guest wireless network Halvo-Guest; the password changes "
-            "every Monday.",
-        ]),
-    ]),
+    EvalDocument(
+        "public/company-overview.md",
+        "Company Overview",
+        [
+            (
+                "Who we are",
+                [
+                    "Halvorsen Maritime was founded in 1987 in Tromsø and today employs 1,240 people. Our CEO is Astrid "
+                    "Halvorsen, granddaughter of the founder.",
+                ],
+            ),
+            (
+                "Where we are",
+                [
+                    "We have offices in Oslo, Bergen and Rotterdam. Our values are seamanship, candour and care.",
+                ],
+            ),
+        ],
+    ),
+    EvalDocument(
+        "public/office-facilities.html",
+        "Office Facilities (Oslo)",
+        [
+            (
+                "Getting here",
+                [
+                    "The Oslo office is at Fjordgata 12. Staff parking permits are issued by reception for one year at a time.",
+                ],
+            ),
+            (
+                "Canteen and gym",
+                [
+                    "The canteen is open from 11:00 to 13:30 on working days. The basement gym is free for staff and opens at "
+                    "06:00.",
+                ],
+            ),
+            (
+                "Guests",
+                [
+                    "Visitors sign in at reception and can use the guest wireless network Halvo-Guest; the password changes "
+                    "every Monday.",
+                ],
+            ),
+        ],
+    ),
 ]
 
 
@@ -510,26 +812,76 @@ QUESTIONS: list[GoldQuestion] = [
     _q("Who is the CEO of the company?", [CO, SIGN], "Astrid Halvorsen", kind="multi"),
     _q("What is Spendwise used for?", [TE, CARD], "Spendwise", kind="multi"),
     # follow-ups: the history holds the earlier user questions of the conversation
-    _q("And how many of those can I carry over to next year?", HB, "maximum of 5 days", kind="follow-up",
-       history=["How many days of annual leave do full-time employees get?"]),
-    _q("What about the birth parent?", PL, "20 weeks", kind="follow-up",
-       history=["How many weeks of paid parental leave does the second parent get?"]),
-    _q("And is there an allowance for that?", RW, "45 EUR", kind="follow-up",
-       history=["Can I work remotely from home?"]),
-    _q("And what about error VPN-412?", VPN, "VPN-412", kind="follow-up",
-       history=["My VPN client shows error VPN-809, what does that mean?"]),
-    _q("And for P2?", SD, "P2 (high): response within 1 hour", kind="follow-up",
-       history=["What is the service desk response time for a P1 ticket?"]),
-    _q("What about in Oslo?", TE, "220 EUR per night in Oslo", kind="follow-up",
-       history=["What is the hotel cost limit per night on business trips?"]),
-    _q("Who approves the really large ones?", PROC, "Marcus Lindqvist", kind="follow-up",
-       history=["When do purchases need a purchase order?"]),
-    _q("And what if it is above that?", SIGN, "above 250,000 EUR", kind="follow-up",
-       history=["Up to what value can a vice president sign contracts?"]),
-    _q("And how long until I get feedback?", WB, "within 3 months", kind="follow-up",
-       history=["How do I report wrongdoing through the SpeakUp line?"]),
-    _q("When is the post-mortem due?", IR, "within 5 business days", kind="follow-up",
-       history=["What happens when a SEV1 security incident is declared?"]),
+    _q(
+        "And how many of those can I carry over to next year?",
+        HB,
+        "maximum of 5 days",
+        kind="follow-up",
+        history=["How many days of annual leave do full-time employees get?"],
+    ),
+    _q(
+        "What about the birth parent?",
+        PL,
+        "20 weeks",
+        kind="follow-up",
+        history=["How many weeks of paid parental leave does the second parent get?"],
+    ),
+    _q(
+        "And is there an allowance for that?",
+        RW,
+        "45 EUR",
+        kind="follow-up",
+        history=["Can I work remotely from home?"],
+    ),
+    _q(
+        "And what about error VPN-412?",
+        VPN,
+        "VPN-412",
+        kind="follow-up",
+        history=["My VPN client shows error VPN-809, what does that mean?"],
+    ),
+    _q(
+        "And for P2?",
+        SD,
+        "P2 (high): response within 1 hour",
+        kind="follow-up",
+        history=["What is the service desk response time for a P1 ticket?"],
+    ),
+    _q(
+        "What about in Oslo?",
+        TE,
+        "220 EUR per night in Oslo",
+        kind="follow-up",
+        history=["What is the hotel cost limit per night on business trips?"],
+    ),
+    _q(
+        "Who approves the really large ones?",
+        PROC,
+        "Marcus Lindqvist",
+        kind="follow-up",
+        history=["When do purchases need a purchase order?"],
+    ),
+    _q(
+        "And what if it is above that?",
+        SIGN,
+        "above 250,000 EUR",
+        kind="follow-up",
+        history=["Up to what value can a vice president sign contracts?"],
+    ),
+    _q(
+        "And how long until I get feedback?",
+        WB,
+        "within 3 months",
+        kind="follow-up",
+        history=["How do I report wrongdoing through the SpeakUp line?"],
+    ),
+    _q(
+        "When is the post-mortem due?",
+        IR,
+        "within 5 business days",
+        kind="follow-up",
+        history=["What happens when a SEV1 security incident is declared?"],
+    ),
     # askers holding one tag only
     _q("How long are CVs of rejected applicants kept?", DP, "after six months", tags=["legal"]),
     _q("Which account is locked after failed attempts and for how long?", PW, "locked for 15 minutes", tags=["it"]),
@@ -558,19 +910,25 @@ def boilerplate(document: EvalDocument) -> list[Section]:
     scope = _SCOPE.get(document.tag, "the whole company")
     title = document.title
     return [
-        ("Purpose and scope", [
-            f"This document, {title}, describes how Halvorsen Maritime handles {scope}. It applies to all "
-            "permanent and temporary employees, contractors and interns in every office, unless a local "
-            "agreement says otherwise.",
-            "Where this document and a collective agreement differ, the collective agreement prevails. Managers "
-            "are responsible for making sure their teams know and follow it, and for raising questions early.",
-        ]),
-        ("Document control", [
-            f"The owner of {title} reviews it at least once a year and after any significant change in law, "
-            "organisation or tools. Earlier versions are archived and remain available on request.",
-            "Questions about this document go to its owner first. Exceptions must be requested in writing, "
-            "explain the business reason and be approved before they are used.",
-        ]),
+        (
+            "Purpose and scope",
+            [
+                f"This document, {title}, describes how Halvorsen Maritime handles {scope}. It applies to all "
+                "permanent and temporary employees, contractors and interns in every office, unless a local "
+                "agreement says otherwise.",
+                "Where this document and a collective agreement differ, the collective agreement prevails. Managers "
+                "are responsible for making sure their teams know and follow it, and for raising questions early.",
+            ],
+        ),
+        (
+            "Document control",
+            [
+                f"The owner of {title} reviews it at least once a year and after any significant change in law, "
+                "organisation or tools. Earlier versions are archived and remain available on request.",
+                "Questions about this document go to its owner first. Exceptions must be requested in writing, "
+                "explain the business reason and be approved before they are used.",
+            ],
+        ),
     ]
 
 
@@ -578,8 +936,9 @@ def render(document: EvalDocument) -> bytes:
     """The document's bytes in the format its extension names (with its boilerplate sections)."""
     from ragchat.evaluation import docgen
 
-    document = EvalDocument(document.path, document.title, [*boilerplate(document)[:1], *document.sections,
-                                                            *boilerplate(document)[1:]])
+    document = EvalDocument(
+        document.path, document.title, [*boilerplate(document)[:1], *document.sections, *boilerplate(document)[1:]]
+    )
 
     extension = document.path.rsplit(".", 1)[-1]
     if extension == "pdf":

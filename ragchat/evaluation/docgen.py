@@ -3,6 +3,7 @@
 Nothing binary is committed; every file is built at the moment it is needed with the same
 libraries a user's tools would use (fpdf2 for PDF, python-docx for Word, pypdf to encrypt).
 """
+
 from __future__ import annotations
 
 import html
@@ -12,7 +13,15 @@ import zipfile
 import zlib
 
 # fpdf2's built-in fonts are Latin-1 only; typographic characters are mapped to plain ones.
-_PDF_REPLACEMENTS = {"\u2014": "-", "\u2013": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u2026": "..."}
+_PDF_REPLACEMENTS = {
+    "\u2014": "-",
+    "\u2013": "-",
+    "\u2018": "'",
+    "\u2019": "'",
+    "\u201c": '"',
+    "\u201d": '"',
+    "\u2026": "...",
+}
 
 
 def _latin1(text: str) -> str:
@@ -200,16 +209,39 @@ def make_exe() -> bytes:
 
 def lorem_sentences(count: int, *, seed: int = 0) -> list[str]:
     """Deterministic, varied English sentences (with abbreviations and decimals) for size tests."""
-    subjects = ["The finance team", "Dr. Smith", "Every employee", "The IT service desk", "Our auditors",
-                "A new starter", "The travel policy", "Each manager", "The security office", "Payroll"]
+    subjects = [
+        "The finance team",
+        "Dr. Smith",
+        "Every employee",
+        "The IT service desk",
+        "Our auditors",
+        "A new starter",
+        "The travel policy",
+        "Each manager",
+        "The security office",
+        "Payroll",
+    ]
     verbs = ["reviews", "approves", "documents", "reports", "updates", "checks", "archives", "explains"]
-    objects = ["expense claims above 250.00 EUR", "laptop requests, e.g. replacements and upgrades",
-               "the quarterly budget forecast", "access rights for shared folders",
-               "travel bookings made through the portal", "incidents affecting customer data",
-               "holiday requests for the summer period", "invoices from approved suppliers"]
-    tails = ["before the end of each month", "within 3.5 working days", "as described in section 4.2",
-             "unless the CFO grants an exception", "using the standard template", "and keeps a copy for seven years",
-             "after consulting the line manager", ""]
+    objects = [
+        "expense claims above 250.00 EUR",
+        "laptop requests, e.g. replacements and upgrades",
+        "the quarterly budget forecast",
+        "access rights for shared folders",
+        "travel bookings made through the portal",
+        "incidents affecting customer data",
+        "holiday requests for the summer period",
+        "invoices from approved suppliers",
+    ]
+    tails = [
+        "before the end of each month",
+        "within 3.5 working days",
+        "as described in section 4.2",
+        "unless the CFO grants an exception",
+        "using the standard template",
+        "and keeps a copy for seven years",
+        "after consulting the line manager",
+        "",
+    ]
     sentences = []
     for i in range(count):
         n = i * 7 + seed * 13

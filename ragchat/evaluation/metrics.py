@@ -3,6 +3,7 @@
 A search returns chunks; the ranked list of documents is the order in which documents first
 appear among them (a document's best chunk decides its rank).
 """
+
 from __future__ import annotations
 
 import math

@@ -17,6 +17,7 @@ questions, measure.
   (a real chunk the prompt did not contain). Validity = share of the citations the pipeline returns
   that point at a chunk it retrieved for that question (the forged ones must be dropped).
 """
+
 from __future__ import annotations
 
 import json
@@ -207,14 +208,19 @@ async def _score_question(
     asker_tags = list(question.tags) if question.tags is not None else index.all_tags
     query = retrieval_query(question)
     timings: dict[str, float] = {}
-    results = await service.search(query, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH,
-                                   mode=mode, timings=timings)
+    results = await service.search(
+        query, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH, mode=mode, timings=timings
+    )
     path_of = index.path_of
     ranked = metrics.ranked_documents(path_of.get(r.document_id, "?") for r in results)
     relevant = set(question.relevant_documents)
     context = await get_quality_context(
-        ModeSearch(service, mode), query=query, user_tags=asker_tags, tenant_id=TENANT,
-        settings=settings, max_chunks=5,
+        ModeSearch(service, mode),
+        query=query,
+        user_tags=asker_tags,
+        tenant_id=TENANT,
+        settings=settings,
+        max_chunks=5,
     )
     top5 = [r.chunk_text for r in results[:5]]
     if question.support_phrases:
@@ -263,9 +269,7 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "leakage": sum(r["leaked_asker"] + r["leaked_probe"] for r in rows),
     }
     kinds = sorted({r["kind"] for r in rows})
-    out["recall@5_by_kind"] = {
-        k: metrics.mean([r["recall@5"] for r in rows if r["kind"] == k]) for k in kinds
-    }
+    out["recall@5_by_kind"] = {k: metrics.mean([r["recall@5"] for r in rows if r["kind"] == k]) for k in kinds}
     return out
 
 
@@ -395,9 +399,7 @@ async def run_evaluation(
             "per_question": {},
         }
         for mode in modes:
-            rows = [
-                await _score_question(service, q, mode=mode, index=index, settings=settings) for q in questions
-            ]
+            rows = [await _score_question(service, q, mode=mode, index=index, settings=settings) for q in questions]
             summary = _aggregate(rows)
             summary["search_ms_mean"] = metrics.mean([r["search_ms"] for r in rows])
             report["modes"][mode] = summary
@@ -455,10 +457,13 @@ def format_table(report: dict[str, Any]) -> str:
         lines.append("  ".join(f"{c:>11}" for c in cells))
     kinds = next(iter(report["modes"].values()), {}).get("recall@5_by_kind", {})
     if kinds:
-        lines.append("recall@5 by question kind: " + "; ".join(
-            f"{mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in s["recall@5_by_kind"].items())
-            for mode, s in report["modes"].items()
-        ))
+        lines.append(
+            "recall@5 by question kind: "
+            + "; ".join(
+                f"{mode}: " + ", ".join(f"{k} {v:.2f}" for k, v in s["recall@5_by_kind"].items())
+                for mode, s in report["modes"].items()
+            )
+        )
     if report["failed_documents"]:
         lines.append(f"not ingested: {report['failed_documents']}")
     if report["missing_relevant_documents"]:

@@ -6,6 +6,7 @@ and demos without a model (see server.py). Nothing here imports Django.
     ... OLLAMA_BASE_URL = fake.url ...
     fake.stop()
 """
+
 from ragchat.fake_ollama.server import (
     CONFIDENCE_MARKER,
     DEFAULT_MODELS,

@@ -19,6 +19,7 @@ bigrams, L2-normalised, so texts that share words have a higher cosine similarit
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -32,7 +33,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -90,9 +91,7 @@ def hashed_embedding(text: str, dimension: int) -> list[float]:
     text = _DOC_PREFIX_RE.sub("", text)
     words = [w.lower() for w in _WORD_RE.findall(text)]
     vector = [0.0] * dimension
-    features = [(w, 1.0) for w in words] + [
-        (f"{a} {b}", 0.5) for a, b in zip(words, words[1:], strict=False)
-    ]
+    features = [(w, 1.0) for w in words] + [(f"{a} {b}", 0.5) for a, b in zip(words, words[1:], strict=False)]
     for feature, weight in features:
         digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
         value = int.from_bytes(digest, "little")
@@ -211,7 +210,9 @@ class FakeOllama:
         self.port = server.server_address[1]
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
             name=f"fake-ollama-{self.port}",
         )
         self._thread.start()
@@ -413,9 +414,7 @@ class FakeOllama:
 
     def _dimension_for(self, canonical: str) -> int:
         with self._lock:
-            return self._script.embedding_dimensions.get(
-                canonical, self._script.default_embedding_dimension
-            )
+            return self._script.embedding_dimensions.get(canonical, self._script.default_embedding_dimension)
 
 
 _STATUS_MESSAGES = {
@@ -435,9 +434,7 @@ def _is_confidence_prompt(messages: list[dict[str, Any]]) -> bool:
 
 def _citing_answer(messages: list[dict[str, Any]], *, n: int, words: int, prefix: str) -> str:
     system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
-    text = system if SOURCE_ID_RE.search(system) else "\n".join(
-        str(m.get("content", "")) for m in messages
-    )
+    text = system if SOURCE_ID_RE.search(system) else "\n".join(str(m.get("content", "")) for m in messages)
     seen: list[tuple[str, str]] = []
     pattern = SOURCE_HEADER_RE if SOURCE_HEADER_RE.search(text) else SOURCE_ID_RE
     for match in pattern.finditer(text):
@@ -467,7 +464,7 @@ def _chunk_text_after(text: str, start: int) -> str:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
+    return datetime.now(UTC).isoformat().replace("+00:00", "Z")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -588,21 +585,23 @@ class _Handler(BaseHTTPRequestHandler):
         models = []
         for name in self.fake._model_names():
             family, _, caps = _family_info(name)
-            models.append({
-                "name": name,
-                "model": name,
-                "modified_at": "2025-10-01T12:00:00.000000000Z",
-                "size": 2019393189,
-                "digest": hashlib.sha256(name.encode()).hexdigest(),
-                "details": {
-                    "parent_model": "",
-                    "format": "gguf",
-                    "family": family,
-                    "families": [family],
-                    "parameter_size": "3.2B",
-                    "quantization_level": "Q4_K_M",
-                },
-            })
+            models.append(
+                {
+                    "name": name,
+                    "model": name,
+                    "modified_at": "2025-10-01T12:00:00.000000000Z",
+                    "size": 2019393189,
+                    "digest": hashlib.sha256(name.encode()).hexdigest(),
+                    "details": {
+                        "parent_model": "",
+                        "format": "gguf",
+                        "family": family,
+                        "families": [family],
+                        "parameter_size": "3.2B",
+                        "quantization_level": "Q4_K_M",
+                    },
+                }
+            )
         self._send_json(200, {"models": models})
 
     def _model_or_404(self, body: dict[str, Any]) -> str | None:
@@ -627,18 +626,26 @@ class _Handler(BaseHTTPRequestHandler):
         }
         if "embedding" in caps:
             model_info[f"{family}.embedding_length"] = self.fake._dimension_for(name)
-        self._send_json(200, {
-            "license": "fake",
-            "modelfile": f"FROM {name}\n",
-            "parameters": 'stop "<|eot_id|>"',
-            "template": "{{ .Prompt }}",
-            "details": {"parent_model": "", "format": "gguf", "family": family,
-                        "families": [family], "parameter_size": "3.2B",
-                        "quantization_level": "Q4_K_M"},
-            "model_info": model_info,
-            "capabilities": caps,
-            "modified_at": "2025-10-01T12:00:00.000000000Z",
-        })
+        self._send_json(
+            200,
+            {
+                "license": "fake",
+                "modelfile": f"FROM {name}\n",
+                "parameters": 'stop "<|eot_id|>"',
+                "template": "{{ .Prompt }}",
+                "details": {
+                    "parent_model": "",
+                    "format": "gguf",
+                    "family": family,
+                    "families": [family],
+                    "parameter_size": "3.2B",
+                    "quantization_level": "Q4_K_M",
+                },
+                "model_info": model_info,
+                "capabilities": caps,
+                "modified_at": "2025-10-01T12:00:00.000000000Z",
+            },
+        )
 
     def _chat(self, body: dict[str, Any]) -> None:
         name = self._model_or_404(body)
@@ -662,12 +669,11 @@ class _Handler(BaseHTTPRequestHandler):
         system = str(body.get("system") or "")
         if not prompt and not system:
             # Ollama's "load the model" call.
-            self._send_json(200, {"model": name, "created_at": _now(), "response": "",
-                                  "done": True, "done_reason": "load"})
+            self._send_json(
+                200, {"model": name, "created_at": _now(), "response": "", "done": True, "done_reason": "load"}
+            )
             return
-        messages = ([{"role": "system", "content": system}] if system else []) + [
-            {"role": "user", "content": prompt}
-        ]
+        messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
         # raw prompts are tokenized as they are; templated ones carry a little overhead.
         overhead = 0 if body.get("raw") else 4 * len(messages)
         prompt_tokens = sum(fake_token_count(m["content"]) for m in messages) + overhead
@@ -675,8 +681,7 @@ class _Handler(BaseHTTPRequestHandler):
         reply = "" if num_predict == 0 else self.fake._next_reply(messages)
         self._respond(body, name, reply, prompt_tokens, chat=False)
 
-    def _respond(self, body: dict[str, Any], name: str, reply: str, prompt_tokens: int, *,
-                 chat: bool) -> None:
+    def _respond(self, body: dict[str, Any], name: str, reply: str, prompt_tokens: int, *, chat: bool) -> None:
         script, cancel = self.fake._snapshot()
         options = body.get("options") or {}
         pieces = script.pieces(reply)
@@ -709,15 +714,17 @@ class _Handler(BaseHTTPRequestHandler):
         def final() -> dict[str, Any]:
             elapsed = max(int((time.monotonic() - started) * 1e9), 1000)
             out = chunk("", done=True)
-            out.update({
-                "done_reason": done_reason,
-                "total_duration": elapsed + 1_000_000,
-                "load_duration": 1_000_000,
-                "prompt_eval_count": prompt_tokens,
-                "prompt_eval_duration": 500_000,
-                "eval_count": len(pieces),
-                "eval_duration": elapsed,
-            })
+            out.update(
+                {
+                    "done_reason": done_reason,
+                    "total_duration": elapsed + 1_000_000,
+                    "load_duration": 1_000_000,
+                    "prompt_eval_count": prompt_tokens,
+                    "prompt_eval_duration": 500_000,
+                    "eval_count": len(pieces),
+                    "eval_duration": elapsed,
+                }
+            )
             if not chat:
                 out["context"] = [1, 2, 3]
             return out
@@ -766,13 +773,16 @@ class _Handler(BaseHTTPRequestHandler):
         script, cancel = self.fake._snapshot()
         self._sleep(script.first_token_delay, cancel)
         dimension = self.fake._dimension_for(name)
-        self._send_json(200, {
-            "model": name,
-            "embeddings": [hashed_embedding(t, dimension) for t in inputs],
-            "total_duration": 1_000_000,
-            "load_duration": 100_000,
-            "prompt_eval_count": sum(fake_token_count(t) for t in inputs),
-        })
+        self._send_json(
+            200,
+            {
+                "model": name,
+                "embeddings": [hashed_embedding(t, dimension) for t in inputs],
+                "total_duration": 1_000_000,
+                "load_duration": 100_000,
+                "prompt_eval_count": sum(fake_token_count(t) for t in inputs),
+            },
+        )
 
     def _embeddings_legacy(self, body: dict[str, Any]) -> None:
         name = self._model_or_404(body)

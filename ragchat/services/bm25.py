@@ -8,6 +8,7 @@ themselves are corpus-independent, so the embedded engine and a Qdrant server sc
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import threading

@@ -6,6 +6,7 @@ Priority, highest first: the system prompt (never truncated), the most recent ch
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
@@ -65,9 +66,7 @@ class TokenBudget:
             )
 
         history_budget = min(self.max_history, available // 3)
-        history_str, history_tokens = self._truncate_history(
-            list(chat_history or []), history_budget, count_fn
-        )
+        history_str, history_tokens = self._truncate_history(list(chat_history or []), history_budget, count_fn)
         available -= history_tokens
 
         context_budget = min(self.max_context, available)
@@ -76,9 +75,7 @@ class TokenBudget:
         self.context_tokens = context_tokens
         return system_prompt, history_str, final_chunks
 
-    def _truncate_history(
-        self, history: list[ChatMessage], max_tokens: int, count_fn: CountFn
-    ) -> tuple[str, int]:
+    def _truncate_history(self, history: list[ChatMessage], max_tokens: int, count_fn: CountFn) -> tuple[str, int]:
         """Keep the most recent messages that fit; stop at the first (newest-first) that does not,
         so the kept history is one contiguous recent stretch."""
         if not history:

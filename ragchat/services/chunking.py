@@ -9,6 +9,7 @@ Axiom A6 of docs/specs/rag-standard-v1.md: no chunk is longer than `chunk_size`;
 of one section share an overlap within +-20 tokens of `overlap`. The overlap is a tail of the previous chunk: whole
 sentences when they land within +-OVERLAP_SENTENCE_SLACK tokens of the setting, else whole words.
 """
+
 from __future__ import annotations
 
 import re
@@ -91,7 +92,7 @@ def split_sentences(text: str) -> list[str]:
 def _split_cjk(text: str) -> list[str]:
     parts, start = [], 0
     for match in _CJK_END.finditer(text):
-        parts.append(text[start:match.end()])
+        parts.append(text[start : match.end()])
         start = match.end()
     parts.append(text[start:])
     return parts
@@ -101,21 +102,21 @@ def _split_latin(text: str) -> list[str]:
     parts, start = [], 0
     for match in _CANDIDATE_END.finditer(text):
         if _is_boundary(text, match):
-            parts.append(text[start:match.end()])
+            parts.append(text[start : match.end()])
             start = match.end()
     parts.append(text[start:])
     return parts
 
 
 def _is_boundary(text: str, match: re.Match) -> bool:
-    following = text[match.end():].lstrip()
+    following = text[match.end() :].lstrip()
     if following and following[0].islower():
         return False  # "e.g. the", "approx. ten": a sentence does not start in lower case
     punctuation = match.group(0)
     if not punctuation.startswith(".") or punctuation.startswith(".."):
         return True  # "!", "?", an ellipsis
     # only a short look-back: searching from the paragraph start made long paragraphs quadratic
-    before = text[max(0, match.start() - 40):match.start()].split()
+    before = text[max(0, match.start() - 40) : match.start()].split()
     word = (before[-1] if before else "").lstrip("\"'(\u201c\u2018[").lower()
     if word in ABBREVIATIONS:
         return False
@@ -335,4 +336,3 @@ def _piece_starts(pieces: list[_Piece]) -> list[int]:
         starts.append(offset)
         offset += len(piece.text)
     return starts
-

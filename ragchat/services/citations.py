@@ -5,6 +5,7 @@ prompt: no LLM-dependent parsing. Unknown ids are dropped and logged; malformed 
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import logging

@@ -7,6 +7,7 @@ otherwise every citation adds its own id's hex pieces and "sourceid" as matching
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,7 +36,7 @@ STOPWORDS = {
 
 def extract_key_terms(text: str) -> set[str]:
     """Significant terms: lowercased alphanumeric words, minus stopwords and words under 3 chars."""
-    words = re.findall(r'\b[a-z0-9]+\b', text.lower())
+    words = re.findall(r"\b[a-z0-9]+\b", text.lower())
     return {w for w in words if w not in STOPWORDS and len(w) >= 3}
 
 

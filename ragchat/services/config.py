@@ -3,6 +3,7 @@ product adds (vector store, embeddings, chunking, retries). Built from the envir
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ Vectors are always L2-normalised so that a dot product is the cosine similarity.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -197,12 +198,8 @@ class OllamaEmbedder:
         self.model_name = model
         self.dimension = dimension  # 0 until discovered from the first embedding
         self.batch_size = batch_size
-        self._retry = RetryPolicy(
-            retries=retry_attempts, initial_delay=retry_initial_delay, max_delay=retry_max_delay
-        )
-        kwargs: dict[str, Any] = dict(
-            model=model, base_url=base_url, client_kwargs={"timeout": timeout}
-        )
+        self._retry = RetryPolicy(retries=retry_attempts, initial_delay=retry_initial_delay, max_delay=retry_max_delay)
+        kwargs: dict[str, Any] = dict(model=model, base_url=base_url, client_kwargs={"timeout": timeout})
         if keep_alive is not None:
             kwargs["keep_alive"] = keep_alive_seconds(keep_alive)
         self._client = OllamaEmbeddings(**kwargs)
@@ -235,7 +232,7 @@ class OllamaEmbedder:
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self._prefixed(t, NOMIC_DOCUMENT_PREFIX) for t in texts[start : start + self.batch_size]]
-            vectors = await self._with_retry(lambda: self._client.aembed_documents(batch))
+            vectors = await self._with_retry(lambda batch=batch: self._client.aembed_documents(batch))
             out.extend(self._check(vectors, len(batch)))
         return out
 
@@ -358,7 +355,5 @@ def build_embedder(settings: RAGSettings) -> Embedder:
     elif backend == "hashing":
         inner = HashingEmbedder(dimension=384)
     else:
-        raise ValueError(
-            f"EMBEDDING_BACKEND={settings.embedding_backend!r}: expected 'local', 'ollama' or 'hashing'"
-        )
+        raise ValueError(f"EMBEDDING_BACKEND={settings.embedding_backend!r}: expected 'local', 'ollama' or 'hashing'")
     return CachedEmbedder(inner, max_size=settings.embedding_cache_size)

@@ -17,6 +17,7 @@ after chunking and after each embedded and each upserted batch; an exception it 
 pipeline like any other. `cancelled()` is checked before every stage and every batch; when it
 returns true the pipeline raises `IngestionCancelled`.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -179,8 +180,12 @@ async def ingest_document(
     )
     await run.report("chunk", len(records), len(records))
     vectors = await _embed_and_upsert(
-        run, records=records, store=store, embedder=embedder,
-        batch_size=max(1, settings.embedding_batch_size), keep_vectors=keep_vectors,
+        run,
+        records=records,
+        store=store,
+        embedder=embedder,
+        batch_size=max(1, settings.embedding_batch_size),
+        keep_vectors=keep_vectors,
     )
     return IngestionResult(
         document_id=document_id,

@@ -16,6 +16,7 @@ Transient errors are retried only before the first token was yielded, and never 
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -106,7 +107,9 @@ def parse_rating(text: str) -> int | None:
 
 def _to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
     kinds: dict[str, type[BaseMessage]] = {
-        "system": SystemMessage, "user": HumanMessage, "assistant": AIMessage,
+        "system": SystemMessage,
+        "user": HumanMessage,
+        "assistant": AIMessage,
     }
     return [kinds[m.role](content=m.content) for m in messages]
 
@@ -155,9 +158,9 @@ class OllamaLLM:
         self._tags_cache: tuple[float, tuple[str, ...]] | None = None
         # ChatOllama builds two httpx clients (~40 ms); keep them, per event loop because pooled
         # connections belong to the loop that opened them.
-        self._chat_models: weakref.WeakKeyDictionary[
-            asyncio.AbstractEventLoop, dict[tuple[str, int], Any]
-        ] = weakref.WeakKeyDictionary()
+        self._chat_models: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Any]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # ---- token counting -------------------------------------------------------------------
     def token_counter(self, model: str | None = None) -> TokenCounter:
@@ -231,8 +234,11 @@ class OllamaLLM:
 
         try:
             agen, chunk = await retry_async(
-                open_stream, policy=self.retry_policy, deadline=deadline,
-                is_transient=is_transient_error, what=f"ollama chat {model}",
+                open_stream,
+                policy=self.retry_policy,
+                deadline=deadline,
+                is_transient=is_transient_error,
+                what=f"ollama chat {model}",
             )
         except Exception as e:
             raise _map_error(e, model=model, base_url=self.base_url) from e
@@ -252,13 +258,16 @@ class OllamaLLM:
     async def _first_chunk(self, agen: Any, deadline: float) -> Any:
         """The first chunk with text (or the final one), all within the first-token deadline."""
         while True:
-            chunk = await _pull(agen, deadline - time.monotonic(),
-                                limit=self.settings.rag_timeout_seconds)
+            chunk = await _pull(agen, deadline - time.monotonic(), limit=self.settings.rag_timeout_seconds)
             if chunk is None or chunk.content or chunk.usage_metadata:
                 return chunk
 
     def _note_usage(
-        self, chunk: Any, *, model: str, prompt_chars: int,
+        self,
+        chunk: Any,
+        *,
+        model: str,
+        prompt_chars: int,
         on_usage: Callable[[Usage], None] | None,
     ) -> None:
         usage = chunk.usage_metadata
@@ -275,9 +284,15 @@ class OllamaLLM:
             total_duration_ms=total / 1e6 if isinstance(total, int | float) else None,
         )
         self.calibration.observe(allowlisted_model(model) or model, prompt_chars, result.prompt_tokens)
-        log.debug("generation usage", extra={"model": model, "prompt_tokens": result.prompt_tokens,
-                                             "completion_tokens": result.completion_tokens,
-                                             "done_reason": result.done_reason})
+        log.debug(
+            "generation usage",
+            extra={
+                "model": model,
+                "prompt_tokens": result.prompt_tokens,
+                "completion_tokens": result.completion_tokens,
+                "done_reason": result.done_reason,
+            },
+        )
         if on_usage is not None:
             on_usage(result)
 
@@ -291,9 +306,12 @@ class OllamaLLM:
     ) -> str:
         """The whole reply to one user prompt (same timeouts, retries and error mapping)."""
         parts = [
-            piece async for piece in self.stream(
-                messages=[ChatMessage(role="user", content=prompt)], model=model,
-                on_usage=on_usage, max_tokens=max_tokens,
+            piece
+            async for piece in self.stream(
+                messages=[ChatMessage(role="user", content=prompt)],
+                model=model,
+                on_usage=on_usage,
+                max_tokens=max_tokens,
             )
         ]
         return "".join(parts)
@@ -315,9 +333,7 @@ class OllamaLLM:
         """
         key = allowlisted_model(model)
         if key is None:
-            raise ModelNotAllowedError(
-                f"Model '{model}' not in allowlist. Available: {list(MODEL_LIMITS.keys())}"
-            )
+            raise ModelNotAllowedError(f"Model '{model}' not in allowlist. Available: {list(MODEL_LIMITS.keys())}")
         names, fresh = await self._available_models()
         if not model_present(key, names) and not fresh:
             names, _ = await self._available_models(force=True)  # maybe pulled since we looked
@@ -346,7 +362,9 @@ class OllamaLLM:
 
         try:
             data = await retry_async(
-                fetch, policy=self.retry_policy, what="ollama /api/tags",
+                fetch,
+                policy=self.retry_policy,
+                what="ollama /api/tags",
                 deadline=time.monotonic() + self.settings.rag_timeout_seconds,
             )
         except httpx.RequestError as e:  # spec v3: any request failure is a connection error
@@ -357,7 +375,8 @@ class OllamaLLM:
             raise LLMResponseError(f"Malformed /api/tags answer: {e}") from e
         models = data.get("models") if isinstance(data, dict) else None
         return tuple(
-            str(m.get("name") or m.get("model")) for m in models or []
+            str(m.get("name") or m.get("model"))
+            for m in models or []
             if isinstance(m, dict) and (m.get("name") or m.get("model"))
         )
 
@@ -368,8 +387,13 @@ class OllamaLLM:
             if self.settings.embedding_backend == "ollama":
                 required.append(self.settings.embedding_model)
         started = time.perf_counter()
-        result: dict[str, Any] = {"base_url": self.base_url, "reachable": False, "models": [],
-                                  "required": list(required), "missing": list(required)}
+        result: dict[str, Any] = {
+            "base_url": self.base_url,
+            "reachable": False,
+            "models": [],
+            "required": list(required),
+            "missing": list(required),
+        }
         try:
             names, _ = await self._available_models(force=True)
         except RAGServiceError as e:

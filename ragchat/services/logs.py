@@ -7,6 +7,7 @@ of a request (including ones from tasks it spawns) carries it without passing it
 Django settings use it through LOGGING: `"()": "ragchat.services.logs.JsonFormatter"`, or call
 `logging_config(level)` / `configure_logging(level)`.
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -15,16 +16,14 @@ import logging.config
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as _BaseJsonFormatter
 
 FORMATTER_PATH = "ragchat.services.logs.JsonFormatter"
 
-request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar(
-    "ragchat_request_id", default=None
-)
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("ragchat_request_id", default=None)
 
 
 def new_request_id() -> str:
@@ -33,7 +32,6 @@ def new_request_id() -> str:
 
 def get_request_id() -> str | None:
     return request_id_var.get()
-
 
 
 @contextmanager
@@ -65,7 +63,7 @@ class JsonFormatter(_BaseJsonFormatter):
         record: logging.LogRecord,
         message_dict: dict[str, Any],
     ) -> None:
-        log_data["timestamp"] = datetime.fromtimestamp(record.created, tz=timezone.utc).isoformat()
+        log_data["timestamp"] = datetime.fromtimestamp(record.created, tz=UTC).isoformat()
         log_data["level"] = record.levelname
         log_data["component"] = record.name
         log_data["request_id"] = getattr(record, "request_id", None) or request_id_var.get()

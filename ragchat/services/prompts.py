@@ -5,6 +5,7 @@ The spec's texts are copied character for character: tests and the model's behav
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 RAG_SYSTEM_PROMPT = """You are a helpful assistant that answers questions based ONLY on the provided context.
@@ -61,9 +62,7 @@ INSUFFICIENT_CONTEXT_ANSWER = (
 INSUFFICIENT_CONTEXT_REASON = "No relevant documents found"
 
 # The sentence the system prompt tells the model to use when context is not enough (rule 2).
-MODEL_INSUFFICIENT_SENTENCE = (
-    "I don't have enough information in the available documents to answer this question."
-)
+MODEL_INSUFFICIENT_SENTENCE = "I don't have enough information in the available documents to answer this question."
 
 # Direct replies to small talk (R-CHAT-6): no retrieval, no LLM, never routed.
 SMALLTALK_REPLIES: dict[str, str] = {

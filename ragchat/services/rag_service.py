@@ -6,6 +6,7 @@ Nothing here knows about Django: the tag owner lookup is a callable the app pass
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -65,9 +66,7 @@ def _elapsed_ms(start: float) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def insufficient_context_response(
-    *, settings: RAGSettings, model: str, elapsed_ms: float, **extra: Any
-) -> RAGResponse:
+def insufficient_context_response(*, settings: RAGSettings, model: str, elapsed_ms: float, **extra: Any) -> RAGResponse:
     """spec v3 INSUFFICIENT_CONTEXT_RESPONSE: nothing retrieved, so nothing generated; the admin gets it."""
     return RAGResponse(
         answer=INSUFFICIENT_CONTEXT_ANSWER,
@@ -324,9 +323,7 @@ class RAGService:
         action = determine_action(confidence.overall, self.confidence_threshold)
         route_to = None
         if action == "ROUTE":
-            route_to = await self.get_route_target(
-                chunks, tenant_id=request.tenant_id, confidence=confidence.overall
-            )
+            route_to = await self.get_route_target(chunks, tenant_id=request.tenant_id, confidence=confidence.overall)
 
         # 9. Response
         response = RAGResponse(

@@ -7,6 +7,7 @@ answer: retrieval.apply_reranker passes the results through unchanged and logs a
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import asyncio

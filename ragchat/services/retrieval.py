@@ -5,6 +5,7 @@ Access control is not here: the vector service filters tenant and tags inside ev
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -12,8 +13,8 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .config import RAGSettings
 from .confidence import STOPWORDS
+from .config import RAGSettings
 from .types import ChatMessage, SearchResult
 
 logger = logging.getLogger(__name__)
@@ -50,9 +51,7 @@ def jaccard(a: set[str], b: set[str]) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def deduplicate_chunks(
-    chunks: Sequence[SearchResult], *, threshold: float, cap: int
-) -> list[SearchResult]:
+def deduplicate_chunks(chunks: Sequence[SearchResult], *, threshold: float, cap: int) -> list[SearchResult]:
     """Drop near-duplicates (word-set Jaccard > threshold), keeping the earlier (better) one.
 
     O(n^2), so at most `cap` candidates are considered; any beyond it are not processed.
@@ -80,9 +79,7 @@ def limit_per_document(chunks: Sequence[SearchResult], *, max_per_doc: int) -> l
     return result
 
 
-async def apply_reranker(
-    reranker: Reranker | None, *, query: str, results: list[SearchResult]
-) -> list[SearchResult]:
+async def apply_reranker(reranker: Reranker | None, *, query: str, results: list[SearchResult]) -> list[SearchResult]:
     """Rerank if a reranker is configured; without one, or if it fails, pass through unchanged."""
     if reranker is None:
         return results

@@ -7,6 +7,7 @@ time budget is what a timeout protects; retrying it would multiply the wait).
 
 Generic: the predicate decides what is transient, so the vector store can pass its own for Qdrant.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -83,8 +84,7 @@ def is_transient_error(exc: BaseException) -> bool:
         return True
     if isinstance(exc, httpx.TimeoutException):
         return False  # read/write timeouts: the time budget is spent, do not multiply it
-    if isinstance(exc, httpx.ConnectError | httpx.RemoteProtocolError | httpx.ReadError
-                  | httpx.WriteError):
+    if isinstance(exc, httpx.ConnectError | httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
         return True
     if isinstance(exc, socket.gaierror):  # DNS
         return True
@@ -136,11 +136,13 @@ async def retry_async(
             delay = _next_delay(exc, retry, policy, is_transient, deadline)
             if delay is None:
                 raise
-            log.warning("retrying %s after transient error", what,
-                        extra={"retry": retry + 1, "delay_s": delay, "error": repr(exc)})
+            log.warning(
+                "retrying %s after transient error",
+                what,
+                extra={"retry": retry + 1, "delay_s": delay, "error": repr(exc)},
+            )
             await sleep(delay)
             retry += 1
-
 
 
 def _next_delay(

@@ -5,6 +5,7 @@ The core never touches the database: the app passes `owner_lookup`, an async cal
 (tag, tenant_id) -> TagOwner | None, or, where it already holds the tag's row, the TagOwner itself
 to `route_target()`. Every missing link falls back to the admin.
 """
+
 from __future__ import annotations
 
 import logging
@@ -62,9 +63,7 @@ def route_target(
     if not owner.email:
         return admin_fallback(f"{reason_prefix}Owner not found for tag '{tag}'", admin_email=admin_email)
     reason = (
-        f"Routing to {tag} owner"
-        if confidence is None
-        else f"Low confidence: {confidence}% - routing to {tag} owner"
+        f"Routing to {tag} owner" if confidence is None else f"Low confidence: {confidence}% - routing to {tag} owner"
     )
     return RouteTarget(
         tag=tag,
@@ -93,8 +92,6 @@ async def get_route_target(
         try:
             owner = await owner_lookup(tag, tenant_id)
         except Exception as e:  # a failed lookup must not lose the question: the admin gets it
-            logger.exception(
-                "tag owner lookup failed for %s", tag, extra={"event": "owner_lookup_failed", "tag": tag}
-            )
+            logger.exception("tag owner lookup failed for %s", tag, extra={"event": "owner_lookup_failed", "tag": tag})
             return admin_fallback(f"Owner lookup failed for tag '{tag}' ({type(e).__name__})", admin_email=admin_email)
     return route_target(tag=tag, owner=owner, admin_email=admin_email, confidence=confidence)

@@ -5,6 +5,7 @@ question and goes through the RAG pipeline.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import re

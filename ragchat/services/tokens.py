@@ -12,6 +12,7 @@ and never touches the network:
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -141,11 +142,7 @@ class TokenCounter:
 
     def chars_per_token(self, *, model: str | None = None) -> float:
         model = model or self.model
-        return (
-            self.calibration.ratio(model)
-            or self.calibration.ratio(None)
-            or DEFAULT_CHARS_PER_TOKEN
-        )
+        return self.calibration.ratio(model) or self.calibration.ratio(None) or DEFAULT_CHARS_PER_TOKEN
 
     @property
     def is_calibrated(self) -> bool:
@@ -185,13 +182,16 @@ class TokenCounter:
 
     async def _exact(self, client: httpx.AsyncClient, model: str, text: str) -> int | None:
         try:
-            response = await client.post("/api/generate", json={
-                "model": model,
-                "prompt": text,
-                "raw": True,  # count the text itself, not the chat template around it
-                "stream": False,
-                "options": {"num_predict": 0},
-            })
+            response = await client.post(
+                "/api/generate",
+                json={
+                    "model": model,
+                    "prompt": text,
+                    "raw": True,  # count the text itself, not the chat template around it
+                    "stream": False,
+                    "options": {"num_predict": 0},
+                },
+            )
             response.raise_for_status()
             count = response.json().get("prompt_eval_count")
         except (httpx.HTTPError, ValueError) as e:

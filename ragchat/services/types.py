@@ -5,6 +5,7 @@ its own and have defaults, so a model built the spec's way still works.
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -15,8 +16,6 @@ from typing import Any, Literal
 DOCUMENT_ID_PATTERN = r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"
 SOURCEID_FORMAT_PATTERN = r"[a-f0-9-]{36}:\d+"
 SOURCEID_PATTERN = r"\[SourceId:\s*([a-f0-9-]{36}:\d+)\]"
-
-
 
 
 def make_source_id(document_id: str, chunk_index: int) -> str:

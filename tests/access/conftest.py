@@ -5,6 +5,7 @@ them, and routed questions whose drafts and sources mix documents of two tags.
 What each role may read is written here by hand (READABLE), independently of `access.policy`, so
 the tests compare the product against the rule rather than against itself.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -18,10 +19,10 @@ from documents.models import Document, Tag
 from routing.models import RoutedQuestion
 
 # Document markers: anything derived from the document carries its marker.
-MK_A = "MKalpha7Q"      # a document of tag A (alpha)
-MK_B = "MKbeta3Z"       # a document of tag B (beta)
-MK_PUB = "MKpublic5W"   # a public document
-MK_T2 = "MKtenant9X"    # a document, tag and person of another tenant
+MK_A = "MKalpha7Q"  # a document of tag A (alpha)
+MK_B = "MKbeta3Z"  # a document of tag B (beta)
+MK_PUB = "MKpublic5W"  # a public document
+MK_T2 = "MKtenant9X"  # a document, tag and person of another tenant
 # Question markers: the asker's words in a routed question (seen by who may open that question).
 Q_A = "QMKalphaQ"
 Q_B = "QMKbetaQ"
@@ -87,8 +88,9 @@ def build_world(django_user_model) -> World:
     w.users["owner_b"] = mk("fiona", password="pw-fiona-12345", first_name="Fiona", email="fiona@example.com")
     w.users["staff"] = mk("stan", password="pw-stan-12345", first_name="Stan", is_staff=True)
     w.users["superuser"] = mk("root", password="pw-root-12345", first_name="Root", is_staff=True, is_superuser=True)
-    w.users["other_tenant"] = mk("tina", password="pw-tina-12345", first_name=f"Tina {MK_T2}", tenant_id="t2",
-                                 email="tina@example.com")
+    w.users["other_tenant"] = mk(
+        "tina", password="pw-tina-12345", first_name=f"Tina {MK_T2}", tenant_id="t2", email="tina@example.com"
+    )
     w.users["asker"] = mk("emma", password="pw-emma-12345", first_name="Emma", email="emma@example.com")
 
     public, _ = Tag.objects.get_or_create(tenant_id="default", slug="public", defaults={"name": "Public"})
@@ -106,9 +108,15 @@ def build_world(django_user_model) -> World:
         ("doc_t2", MK_T2, gamma, "other_tenant", "t2"),
     ):
         doc = Document(
-            tenant_id=tenant, title=f"Policy {marker}", original_filename=f"policy-{marker}.txt",
-            content_hash=uuid.uuid4().hex, kind="text", mime_type="text/plain", status=Document.Status.READY,
-            chunk_count=1, uploaded_by=w.users[uploader],
+            tenant_id=tenant,
+            title=f"Policy {marker}",
+            original_filename=f"policy-{marker}.txt",
+            content_hash=uuid.uuid4().hex,
+            kind="text",
+            mime_type="text/plain",
+            status=Document.Status.READY,
+            chunk_count=1,
+            uploaded_by=w.users[uploader],
         )
         doc.file.save(f"policy-{marker}.txt", ContentFile(f"The original file says {marker}.".encode()), save=False)
         doc.save()
@@ -120,53 +128,123 @@ def build_world(django_user_model) -> World:
     # whose draft and sources mix A and B.
     s1 = ChatSession.objects.create(owner=asker, title="Passwords and leave")
     u1 = Message.objects.create(session=s1, role="user", content="How do I reset my password?")
-    src_a, src_b, src_pub = _source(w.docs["doc_a"], MK_A), _source(w.docs["doc_b"], MK_B), _source(w.docs["doc_pub"], MK_PUB)
+    src_a, src_b, src_pub = (
+        _source(w.docs["doc_a"], MK_A),
+        _source(w.docs["doc_b"], MK_B),
+        _source(w.docs["doc_pub"], MK_PUB),
+    )
     a1 = Message.objects.create(
-        session=s1, role="assistant", content=f"Use at least 14 characters ({MK_A}) [SourceId: {src_a['source_id']}].",
-        citations=[src_a], passages=[src_a], action="CITE", reply_to=u1,
+        session=s1,
+        role="assistant",
+        content=f"Use at least 14 characters ({MK_A}) [SourceId: {src_a['source_id']}].",
+        citations=[src_a],
+        passages=[src_a],
+        action="CITE",
+        reply_to=u1,
         confidence={"overall": 90, "retrieval": 0.9, "coverage": 0.9, "llm": 90},
     )
     u2 = Message.objects.create(session=s1, role="user", content=f"What is the parental leave policy {Q_B}?")
     a2 = Message.objects.create(
-        session=s1, role="assistant", content=f"Perhaps {MK_A} and {MK_B} apply.", citations=[src_a, src_b],
-        passages=[src_a, src_b], action="ROUTE", reply_to=u2,
+        session=s1,
+        role="assistant",
+        content=f"Perhaps {MK_A} and {MK_B} apply.",
+        citations=[src_a, src_b],
+        passages=[src_a, src_b],
+        action="ROUTE",
+        reply_to=u2,
         confidence={"overall": 20, "retrieval": 0.3, "coverage": 0.1, "llm": 10},
     )
     rq_b = RoutedQuestion.objects.create(
-        asker=asker, session=s1, message=a2, question_message=u2, tag=beta, target=w.users["owner_b"],
-        reason="Low confidence (20%) on Beta", question=u2.content,
-        contextual_query=f"reset password {MK_A}: {u2.content}", citations=[src_a, src_b], draft=a2.content,
+        asker=asker,
+        session=s1,
+        message=a2,
+        question_message=u2,
+        tag=beta,
+        target=w.users["owner_b"],
+        reason="Low confidence (20%) on Beta",
+        question=u2.content,
+        contextual_query=f"reset password {MK_A}: {u2.content}",
+        citations=[src_a, src_b],
+        draft=a2.content,
         confidence=a2.confidence,
     )
     # Session 2: a question routed to A's owner, built from A only.
     s2 = ChatSession.objects.create(owner=asker, title="Alpha things")
     u3 = Message.objects.create(session=s2, role="user", content=f"Where is the alpha form {Q_A}?")
-    a3 = Message.objects.create(session=s2, role="assistant", content=f"Maybe {MK_A}.", citations=[src_a],
-                                passages=[src_a], action="ROUTE", reply_to=u3)
+    a3 = Message.objects.create(
+        session=s2,
+        role="assistant",
+        content=f"Maybe {MK_A}.",
+        citations=[src_a],
+        passages=[src_a],
+        action="ROUTE",
+        reply_to=u3,
+    )
     rq_a = RoutedQuestion.objects.create(
-        asker=asker, session=s2, message=a3, question_message=u3, tag=alpha, target=w.users["owner_a"],
-        reason="Low confidence", question=u3.content, contextual_query=u3.content, citations=[src_a],
+        asker=asker,
+        session=s2,
+        message=a3,
+        question_message=u3,
+        tag=alpha,
+        target=w.users["owner_a"],
+        reason="Low confidence",
+        question=u3.content,
+        contextual_query=u3.content,
+        citations=[src_a],
         draft=a3.content,
     )
     # Session 3: an untagged question that fell back to the admins.
     s3 = ChatSession.objects.create(owner=asker, title="Misc")
     u4 = Message.objects.create(session=s3, role="user", content=f"Who waters the plants {Q_FB}?")
-    a4 = Message.objects.create(session=s3, role="assistant", content=f"The public page says {MK_PUB}.",
-                                citations=[src_pub], passages=[src_pub], action="ROUTE", reply_to=u4)
+    a4 = Message.objects.create(
+        session=s3,
+        role="assistant",
+        content=f"The public page says {MK_PUB}.",
+        citations=[src_pub],
+        passages=[src_pub],
+        action="ROUTE",
+        reply_to=u4,
+    )
     rq_fb = RoutedQuestion.objects.create(
-        asker=asker, session=s3, message=a4, question_message=u4, tag=None, target=None, fallback=True,
-        reason="No owner", question=u4.content, contextual_query=u4.content, citations=[src_pub], draft=a4.content,
+        asker=asker,
+        session=s3,
+        message=a4,
+        question_message=u4,
+        tag=None,
+        target=None,
+        fallback=True,
+        reason="No owner",
+        question=u4.content,
+        contextual_query=u4.content,
+        citations=[src_pub],
+        draft=a4.content,
     )
     # Another tenant's chat and question.
     tina = w.users["other_tenant"]
     s4 = ChatSession.objects.create(owner=tina, title="Gamma")
     u5 = Message.objects.create(session=s4, role="user", content=f"Gamma question {Q_T2}?")
     src_t2 = _source(w.docs["doc_t2"], MK_T2)
-    a5 = Message.objects.create(session=s4, role="assistant", content=f"Gamma says {MK_T2}.", citations=[src_t2],
-                                passages=[src_t2], action="ROUTE", reply_to=u5)
+    a5 = Message.objects.create(
+        session=s4,
+        role="assistant",
+        content=f"Gamma says {MK_T2}.",
+        citations=[src_t2],
+        passages=[src_t2],
+        action="ROUTE",
+        reply_to=u5,
+    )
     rq_t2 = RoutedQuestion.objects.create(
-        tenant_id="t2", asker=tina, session=s4, message=a5, question_message=u5, tag=gamma, target=tina,
-        reason="Low confidence", question=u5.content, contextual_query=u5.content, citations=[src_t2],
+        tenant_id="t2",
+        asker=tina,
+        session=s4,
+        message=a5,
+        question_message=u5,
+        tag=gamma,
+        target=tina,
+        reason="Low confidence",
+        question=u5.content,
+        contextual_query=u5.content,
+        citations=[src_t2],
         draft=a5.content,
     )
     w.sessions = {"s1": s1, "s2": s2, "s3": s3, "s4": s4}

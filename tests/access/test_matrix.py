@@ -8,12 +8,13 @@ is classified below (ROUTES). For each (route, role):
   and a role it allows is served;
 - a state-changing route changes nothing for a refused role (each route names the state it guards).
 """
+
 from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -62,10 +63,18 @@ READS_DOC = {
     "doc_pub": {"member_a", "owner_a", "owner_b", "staff", "superuser", "asker"},
     "doc_t2": {"other_tenant"},
 }
-MANAGES_DOC = {"doc_a": {"owner_a", "superuser"}, "doc_b": {"owner_b", "superuser"}, "doc_pub": {"superuser"},
-               "doc_t2": {"other_tenant"}}
-OPENS_QUESTION = {"rq_a": {"owner_a", "superuser"}, "rq_b": {"owner_b", "superuser"}, "rq_fb": {"superuser"},
-                  "rq_t2": {"other_tenant"}}
+MANAGES_DOC = {
+    "doc_a": {"owner_a", "superuser"},
+    "doc_b": {"owner_b", "superuser"},
+    "doc_pub": {"superuser"},
+    "doc_t2": {"other_tenant"},
+}
+OPENS_QUESTION = {
+    "rq_a": {"owner_a", "superuser"},
+    "rq_b": {"owner_b", "superuser"},
+    "rq_fb": {"superuser"},
+    "rq_t2": {"other_tenant"},
+}
 OWNS_SESSION = {"s1": {"asker"}, "s2": {"asker"}, "s3": {"asker"}, "s4": {"other_tenant"}}
 OWNS_MESSAGE = {"a1": {"asker"}, "a2": {"asker"}, "a5": {"other_tenant"}}
 
@@ -90,6 +99,7 @@ def docs(table):
         out = {k: ({"document_id": w.docs[k].pk}, table[k]) for k in w.docs}
         out["absent"] = ({"document_id": uuid.uuid4()}, set())
         return out
+
     return variants
 
 
@@ -110,7 +120,8 @@ def messages(w):
 def _doc_state(w, key):
     from documents.models import Document
 
-    d = Document.objects.filter(pk=w.docs[key].pk).values("status", "version", "title").first() if key else None
+    doc = w.docs.get(key)
+    d = Document.objects.filter(pk=doc.pk).values("status", "version", "title").first() if doc else None
     return d, Document.objects.count()
 
 
@@ -118,7 +129,9 @@ def _question_state(w, key):
     from routing.models import RoutedQuestion
 
     q = w.questions.get(key)
-    return RoutedQuestion.objects.filter(pk=q.pk).values("status", "answer", "published_document").first() if q else None
+    return (
+        RoutedQuestion.objects.filter(pk=q.pk).values("status", "answer", "published_document").first() if q else None
+    )
 
 
 def _session_state(w, key):
@@ -133,6 +146,7 @@ def _counts(*labels):
         from django.apps import apps
 
         return tuple(apps.get_model(label).objects.count() for label in labels)
+
     return state
 
 
@@ -156,8 +170,9 @@ ROUTES: dict[str, Route] = {
     "routing:inbox": Route("GET", one(HAS_INBOX)),
     "routing:mine": Route("GET", one(SIGNED_IN)),
     "routing:question": Route("GET", questions),
-    "routing:question#answer": Route("POST", questions, data={"answer": "An answer from a person."},
-                                     state=_question_state),
+    "routing:question#answer": Route(
+        "POST", questions, data={"answer": "An answer from a person."}, state=_question_state
+    ),
     "routing:publish": Route("POST", questions, state=_question_state),
     "routing:close": Route("POST", questions, state=_question_state),
     "routing:escalate": Route("POST", messages, state=_counts("routing.RoutedQuestion")),
@@ -300,8 +315,9 @@ def test_admin_site_for_role(role, rag_runtime, world):
             assert response.status_code in (302, 404), where  # another tenant's object does not exist here
         else:
             assert response.status_code == 302 and "/admin/login/" in response["Location"], where
-    autocomplete = client.get("/admin/autocomplete/", {"app_label": "documents", "model_name": "document",
-                                                       "field_name": "tags", "term": ""})
+    autocomplete = client.get(
+        "/admin/autocomplete/", {"app_label": "documents", "model_name": "document", "field_name": "tags", "term": ""}
+    )
     assert not leaked(role, _body(autocomplete))
 
 
@@ -335,12 +351,11 @@ async def _socket(path: str, user) -> WebsocketCommunicator:
 
 
 async def _frames(comm: WebsocketCommunicator, *, wait: float = 0.4) -> list[str]:
+    """Every frame that arrives until nothing more does for `wait` seconds."""
     frames = []
-    while True:
-        try:
-            frames.append(await comm.receive_from(timeout=wait))
-        except Exception:  # TimeoutError: nothing more arrived
-            return frames
+    while not await comm.receive_nothing(timeout=wait):
+        frames.append(await comm.receive_from(timeout=5))
+    return frames
 
 
 @pytest.fixture
@@ -382,8 +397,11 @@ async def test_documents_socket_for_role(role, async_world):
     for frame in frames:
         assert not leaked(role, frame), f"{role} got {leaked(role, frame)}"
     seen = {m for m in (MK_A, MK_B, MK_PUB, MK_T2) if any(m in f for f in frames)}
-    expected = {m for key, m in (("doc_a", MK_A), ("doc_b", MK_B), ("doc_pub", MK_PUB), ("doc_t2", MK_T2))
-                if role in READS_DOC[key]}
+    expected = {
+        m
+        for key, m in (("doc_a", MK_A), ("doc_b", MK_B), ("doc_pub", MK_PUB), ("doc_t2", MK_T2))
+        if role in READS_DOC[key]
+    }
     assert seen == expected, f"{role}: rows for {seen}, expected {expected}"
     await comm.disconnect()
 

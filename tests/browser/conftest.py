@@ -10,6 +10,7 @@ Chromium through Playwright.
 - `chromium` (session): the Playwright browser; `browser_page` (function): a fresh context + page.
 - `sign_in(page, base_url, username, password)`: log in through the login form.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,8 +28,12 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
 ]
 
 
@@ -75,15 +80,39 @@ class LiveServer:
             raise RuntimeError(f"manage.py shell failed:\n{done.stderr}")
         return done.stdout
 
-    def create_user(self, username: str, password: str, *, superuser: bool = False, tenant_id: str = "default",
-                    first_name: str = "", last_name: str = "", email: str = "") -> None:
-        args = json.dumps(dict(username=username, password=password, tenant_id=tenant_id, first_name=first_name,
-                               last_name=last_name, email=email or f"{username}@example.com"))
+    def create_user(
+        self,
+        username: str,
+        password: str,
+        *,
+        superuser: bool = False,
+        tenant_id: str = "default",
+        first_name: str = "",
+        last_name: str = "",
+        email: str = "",
+    ) -> None:
+        args = json.dumps(
+            dict(
+                username=username,
+                password=password,
+                tenant_id=tenant_id,
+                first_name=first_name,
+                last_name=last_name,
+                email=email or f"{username}@example.com",
+            )
+        )
         make = "create_superuser" if superuser else "create_user"
         self.shell(f"import json\nfrom ragchat.models import User\nUser.objects.{make}(**json.loads({args!r}))")
 
-    def create_tag(self, slug: str, name: str, *, owner: str | None = None, members: tuple[str, ...] = (),
-                   tenant_id: str = "default") -> None:
+    def create_tag(
+        self,
+        slug: str,
+        name: str,
+        *,
+        owner: str | None = None,
+        members: tuple[str, ...] = (),
+        tenant_id: str = "default",
+    ) -> None:
         args = json.dumps(dict(slug=slug, name=name, owner=owner, members=list(members), tenant_id=tenant_id))
         self.shell(
             "import json\nfrom ragchat.models import User\nfrom documents.services import tag_create\n"
@@ -98,7 +127,10 @@ class LiveServer:
         self._log = open(self.data_dir / "daphne.log", "w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port), "ragchat.asgi:application"],
-            cwd=ROOT, env=self.env, stdout=self._log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env=self.env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 60
         while True:
@@ -128,8 +160,9 @@ class LiveServer:
             self._log = None
 
 
-def seeded_server(tmp_path_factory, ollama_server, *, name: str, setup: str = "",
-                  extra_env: dict[str, str] | None = None) -> LiveServer:
+def seeded_server(
+    tmp_path_factory, ollama_server, *, name: str, setup: str = "", extra_env: dict[str, str] | None = None
+) -> LiveServer:
     """A server of its own for one test module: migrated, seeded by `setup` (run with
     `manage.py shell` BEFORE the server opens the embedded Qdrant, so it may index), started."""
     server = LiveServer(data_dir=tmp_path_factory.mktemp(name), ollama_url=ollama_server.url, extra_env=extra_env)
@@ -167,7 +200,9 @@ def chromium():
 
 @pytest.fixture
 def browser_page(chromium):
-    context = chromium.new_context(viewport={"width": 1280, "height": 900})
+    # Playwright's wait_for_function evaluates test code in the page, which the app's CSP forbids
+    # (no eval): these tests bypass it; tests/browser/test_csp_browser.py checks the pages under it.
+    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
     page = context.new_page()
     yield page
     context.close()

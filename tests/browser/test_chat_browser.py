@@ -3,6 +3,7 @@
 
 Screenshots (desktop and phone widths) go to test-artifacts/.
 """
+
 from __future__ import annotations
 
 from pathlib import Path

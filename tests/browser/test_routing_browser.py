@@ -3,6 +3,7 @@ and sees it routed; the owner watches it arrive in the inbox live, answers it; t
 the employee's open chat without a reload. Daphne serves the app (subprocess, its own SQLite and
 embedded Qdrant); the fake Ollama server is the model. Screenshots go to test-artifacts/.
 """
+
 from __future__ import annotations
 
 import time
@@ -54,7 +55,13 @@ runtime.reset()
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = seeded_server(tmp_path_factory, ollama_server, name="routing-browser", setup=SETUP % {"pw": PASSWORD}, extra_env={'EMAIL_BACKEND': 'django.core.mail.backends.locmem.EmailBackend'})
+    server = seeded_server(
+        tmp_path_factory,
+        ollama_server,
+        name="routing-browser",
+        setup=SETUP % {"pw": PASSWORD},
+        extra_env={"EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend"},
+    )
     yield server.url
     server.stop()
 

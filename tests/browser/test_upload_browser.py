@@ -1,13 +1,14 @@
 """Upload two files with tags in a real browser and watch them reach `ready` with chunk counts, live
 (websocket pushes, no reload). Screenshot: test-artifacts/documents-upload.png."""
+
 from __future__ import annotations
 
 import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, sign_in
 from ragchat.evaluation.docgen import lorem_sentences, make_docx, make_pdf
+from tests.browser.conftest import ARTIFACTS, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -41,11 +42,16 @@ def test_upload_two_files_and_watch_them_become_ready(live_server_url, uploader,
     page.evaluate("window.__noReload = true")
 
     pdf = make_pdf([" ".join(lorem_sentences(60, seed=s)) for s in range(4)], title="Quarterly budget")
-    docx = make_docx([("Contracts", lorem_sentences(40, seed=9)), ("Renewals", lorem_sentences(40, seed=10))], title="Contract guide")
-    page.set_input_files("#id_files", [
-        {"name": "budget.pdf", "mimeType": "application/pdf", "buffer": pdf},
-        {"name": "contracts.docx", "mimeType": "application/octet-stream", "buffer": docx},
-    ])
+    docx = make_docx(
+        [("Contracts", lorem_sentences(40, seed=9)), ("Renewals", lorem_sentences(40, seed=10))], title="Contract guide"
+    )
+    page.set_input_files(
+        "#id_files",
+        [
+            {"name": "budget.pdf", "mimeType": "application/pdf", "buffer": pdf},
+            {"name": "contracts.docx", "mimeType": "application/octet-stream", "buffer": docx},
+        ],
+    )
     page.check("input[name=tags] >> nth=0")  # first tag in the picker (Finance, by name)
     page.check("input[name=tags] >> nth=1")
     assert page.locator("input[name=tags]").count() == 2, "only the tags the uploader owns are offered"

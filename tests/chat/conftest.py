@@ -1,5 +1,6 @@
 """Chat fixtures: users, sessions, a small indexed corpus, and a websocket client that goes through
 the real ASGI application (session cookie auth, origin check, URL routing)."""
+
 from __future__ import annotations
 
 import json
@@ -19,22 +20,34 @@ EXPENSE_DOC = str(uuid.UUID(int=0xB0B, version=4))
 
 CORPUS = [
     ChunkRecord(
-        document_id=VACATION_DOC, chunk_index=0, document_name="Vacation Policy.pdf",
+        document_id=VACATION_DOC,
+        chunk_index=0,
+        document_name="Vacation Policy.pdf",
         chunk_text="Vacation policy: every employee receives 25 vacation days per year. Vacation days "
         "must be requested two weeks in advance through the HR portal.",
-        tags=("public",), page_number=1, section="Annual leave",
+        tags=("public",),
+        page_number=1,
+        section="Annual leave",
     ),
     ChunkRecord(
-        document_id=VACATION_DOC, chunk_index=1, document_name="Vacation Policy.pdf",
+        document_id=VACATION_DOC,
+        chunk_index=1,
+        document_name="Vacation Policy.pdf",
         chunk_text="Unused vacation days carry over to the next year, up to a maximum of five vacation days. "
         + "The vacation carry-over expires on March 31. " * 30,
-        tags=("public",), page_number=2, section="Carry-over",
+        tags=("public",),
+        page_number=2,
+        section="Carry-over",
     ),
     ChunkRecord(
-        document_id=EXPENSE_DOC, chunk_index=0, document_name="Expense Guide.docx",
+        document_id=EXPENSE_DOC,
+        chunk_index=0,
+        document_name="Expense Guide.docx",
         chunk_text="Expense reports for travel must include receipts. Meals are reimbursed up to 50 euros "
         "per day when travelling for work.",
-        tags=("public",), page_number=None, section=None,
+        tags=("public",),
+        page_number=None,
+        section=None,
     ),
 ]
 
@@ -102,7 +115,11 @@ class ChatSocket:
         """Frames until the final render of an assistant message (outerHTML swap, not streaming)."""
         while True:
             frame = await self.receive(timeout)
-            if 'class="msg msg-assistant status-' in frame and "status-streaming" not in frame and 'hx-swap-oob="true"' in frame:
+            if (
+                'class="msg msg-assistant status-' in frame
+                and "status-streaming" not in frame
+                and 'hx-swap-oob="true"' in frame
+            ):
                 return frame
 
     async def close(self) -> None:

@@ -1,4 +1,5 @@
 """The chat websocket against the real ASGI app, the fake Ollama server and embedded Qdrant."""
+
 from __future__ import annotations
 
 import asyncio

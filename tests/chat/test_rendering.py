@@ -1,4 +1,5 @@
 """Answer rendering: sanitised Markdown, numbered markers by first use, unknown markers dropped."""
+
 import pytest
 
 from chat.rendering import markdown_to_html, render_answer
@@ -7,8 +8,17 @@ DOC = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
 
 
 def source(i: int) -> dict:
-    return {"source_id": f"{DOC}:{i}", "document_id": DOC, "document_name": f"Doc {i}", "chunk_index": i,
-            "page_number": None, "section": None, "relevance_score": 0.5, "snippet": "s" * 10, "snippet_full": "s" * 10}
+    return {
+        "source_id": f"{DOC}:{i}",
+        "document_id": DOC,
+        "document_name": f"Doc {i}",
+        "chunk_index": i,
+        "page_number": None,
+        "section": None,
+        "relevance_score": 0.5,
+        "snippet": "s" * 10,
+        "snippet_full": "s" * 10,
+    }
 
 
 @pytest.mark.parametrize(
@@ -31,8 +41,10 @@ def test_links_are_safe():
 
 
 def test_markers_numbered_by_first_use_unknown_and_malformed_dropped():
-    text = (f"B [SourceId: {DOC}:2] A [SourceId: {DOC}:1] again [SourceId: {DOC}:2] "
-            f"ghost [SourceId: {DOC}:9] bad [SourceId: nope:1] end")
+    text = (
+        f"B [SourceId: {DOC}:2] A [SourceId: {DOC}:1] again [SourceId: {DOC}:2] "
+        f"ghost [SourceId: {DOC}:9] bad [SourceId: nope:1] end"
+    )
     rendered = render_answer(text, known=[source(1), source(2)], prefix="m1")
     assert [s["source_id"] for s in rendered.sources] == [f"{DOC}:2", f"{DOC}:1"]
     assert [s["n"] for s in rendered.sources] == [1, 2]

@@ -2,6 +2,7 @@
 gives exactly the full render at every point of a stream; the batched partial save stores every
 growing draft in one call and never touches a finished answer; the throttled in-memory channel layer
 still delivers to a group."""
+
 import pytest
 
 from chat import services
@@ -13,8 +14,17 @@ from ragchat.fake_ollama import split_pieces
 
 DOC = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
 KNOWN = [
-    {"source_id": f"{DOC}:{i}", "document_id": DOC, "document_name": f"Doc {i}", "chunk_index": i,
-     "page_number": i, "section": "S", "relevance_score": 0.5, "snippet": "s" * 10, "snippet_full": "f" * 300}
+    {
+        "source_id": f"{DOC}:{i}",
+        "document_id": DOC,
+        "document_name": f"Doc {i}",
+        "chunk_index": i,
+        "page_number": i,
+        "section": "S",
+        "relevance_score": 0.5,
+        "snippet": "s" * 10,
+        "snippet_full": "f" * 300,
+    }
     for i in range(3)
 ]
 ID0, ID1, ID2 = (k["source_id"] for k in KNOWN)

@@ -1,5 +1,6 @@
 """Chat pages over HTTP: the owner's list, new / rename / delete, history rendered server-side,
 another user's session a 404."""
+
 import pytest
 from django.urls import reverse
 
@@ -53,14 +54,26 @@ def test_session_page_renders_history_with_markers_escaped(signed_in, chat_sessi
     doc = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
     user_msg = Message.objects.create(session=chat_session, role="user", content="<script>alert(1)</script> days?")
     citation = {
-        "source_id": f"{doc}:0", "document_id": doc, "document_name": "Policy <b>.pdf", "chunk_index": 0,
-        "page_number": 2, "section": None, "relevance_score": 0.81, "snippet": "25 days...", "snippet_full": "25 days a year",
+        "source_id": f"{doc}:0",
+        "document_id": doc,
+        "document_name": "Policy <b>.pdf",
+        "chunk_index": 0,
+        "page_number": 2,
+        "section": None,
+        "relevance_score": 0.81,
+        "snippet": "25 days...",
+        "snippet_full": "25 days a year",
         "metadata": {},
     }
     Message.objects.create(
-        session=chat_session, role="assistant", reply_to=user_msg, status="complete",
+        session=chat_session,
+        role="assistant",
+        reply_to=user_msg,
+        status="complete",
         content=f"You get **25 days** [SourceId: {doc}:0] <img src=https://evil.example/x.png>",
-        citations=[citation], confidence={"overall": 82, "retrieval": 0.8, "coverage": 0.7, "llm": 90}, action="CITE",
+        citations=[citation],
+        confidence={"overall": 82, "retrieval": 0.8, "coverage": 0.7, "llm": 90},
+        action="CITE",
     )
     html = signed_in.get(reverse("chat:session", args=[chat_session.pk])).content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "<script>alert(1)" not in html

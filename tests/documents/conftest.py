@@ -1,4 +1,5 @@
 """Users and tags for the documents tests: an admin, a tag owner, a member, an outsider."""
+
 from __future__ import annotations
 
 import pytest
@@ -22,7 +23,9 @@ def people(django_user_model):
 
 @pytest.fixture
 def tags(people):
-    finance = services.tag_create(tenant_id="default", name="Finance", owner=people["owner"], members=[people["member"]])
+    finance = services.tag_create(
+        tenant_id="default", name="Finance", owner=people["owner"], members=[people["member"]]
+    )
     hr = services.tag_create(tenant_id="default", name="HR", owner=people["admin"])
     return {"finance": finance, "hr": hr, "public": services.tag_ensure_public(tenant_id="default")}
 

@@ -1,4 +1,5 @@
 """A user without a document's tag gets none of its chunks and a 404 on its pages and file."""
+
 from __future__ import annotations
 
 import pytest
@@ -20,7 +21,12 @@ def secret(upload):
 
 @pytest.fixture
 def public_doc(upload, people):
-    return upload(make_text(["The office is closed on public holidays."]), "holidays.txt", tag_names=("public",), user=people["admin"])
+    return upload(
+        make_text(["The office is closed on public holidays."]),
+        "holidays.txt",
+        tag_names=("public",),
+        user=people["admin"],
+    )
 
 
 def test_tag_slugs_per_role(people, tags):
@@ -38,9 +44,13 @@ def test_uploadable_tags(people, tags):
 
 
 def test_search_respects_tags(secret, public_doc, people, vectors):
-    outsider = vectors.search("merger Globex fifth of May", user_tags=policy.readable_tag_slugs(user=people["outsider"]))
+    outsider = vectors.search(
+        "merger Globex fifth of May", user_tags=policy.readable_tag_slugs(user=people["outsider"])
+    )
     assert [r for r in outsider if r.document_id == str(secret.id)] == []
-    assert any(r.document_id == str(public_doc.id) for r in vectors.search("office public holidays", user_tags=["public"]))
+    assert any(
+        r.document_id == str(public_doc.id) for r in vectors.search("office public holidays", user_tags=["public"])
+    )
     member = vectors.search("merger Globex fifth of May", user_tags=policy.readable_tag_slugs(user=people["member"]))
     assert member and member[0].document_id == str(secret.id)
     other_tenant = vectors.search("merger Globex", user_tags=["finance", "public"], tenant_id="acme")

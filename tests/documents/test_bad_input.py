@@ -2,6 +2,7 @@
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import pytest
@@ -83,8 +84,14 @@ def test_unreadable_files_fail_with_reason_and_no_vectors(upload, vectors, make,
 
 @pytest.mark.parametrize(
     "filename",
-    ["../../etc/passwd.txt", "..\\..\\windows\\evil.txt", "nul\x00byte.txt", "x" * 600 + ".txt",
-     b"caf\xe9-menu.txt".decode("latin-1"), "\u202eevil\u202dtxt.exe.txt"],
+    [
+        "../../etc/passwd.txt",
+        "..\\..\\windows\\evil.txt",
+        "nul\x00byte.txt",
+        "x" * 600 + ".txt",
+        b"caf\xe9-menu.txt".decode("latin-1"),
+        "\u202eevil\u202dtxt.exe.txt",
+    ],
     ids=["dotdot", "backslashes", "nul", "very-long", "non-utf8", "bidi"],
 )
 def test_hostile_file_names_are_made_safe(upload, filename):
@@ -99,13 +106,22 @@ def test_hostile_file_names_are_made_safe(upload, filename):
 
 
 def test_non_utf8_bytes_name(people, tags, rag_runtime):
-    document = services.document_create(user=people["owner"], data=b"hello there", filename=b"r\xe9sum\xe9.txt".decode("utf-8", "replace"), tags=[tags["finance"]])
+    document = services.document_create(
+        user=people["owner"],
+        data=b"hello there",
+        filename=b"r\xe9sum\xe9.txt".decode("utf-8", "replace"),
+        tags=[tags["finance"]],
+    )
     assert document.original_filename.endswith(".txt")
 
 
 def test_html_with_script_is_never_rendered_raw(upload, client, people, vectors):
     payload = "<script>window.__pwned = 1</script>"
-    data = make_html([("Hello <b>team</b>", ["Text with " + payload + " inside."])], title="<img src=x onerror=alert(1)>", script="alert(1)")
+    data = make_html(
+        [("Hello <b>team</b>", ["Text with " + payload + " inside."])],
+        title="<img src=x onerror=alert(1)>",
+        script="alert(1)",
+    )
     document = upload(data, "<script>alert(2)</script>.html")
     assert document.status == "ready"
     client.force_login(people["owner"])

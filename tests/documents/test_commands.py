@@ -1,4 +1,5 @@
 """manage.py demo_data (idempotent) and ingest_folder (progress + summary)."""
+
 from __future__ import annotations
 
 import io
@@ -7,8 +8,8 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from documents.models import Document, Tag
 from access.policy import readable_tag_slugs as user_tag_slugs
+from documents.models import Document, Tag
 from ragchat.evaluation.docgen import make_png, make_text
 
 pytestmark = pytest.mark.django_db
@@ -28,7 +29,9 @@ def test_demo_data_is_idempotent_and_indexes_every_format(rag_runtime, vectors, 
     assert Tag.objects.get(slug="it").owner.username == "ivan"
     emma = django_user_model.objects.get(username="emma")
     assert user_tag_slugs(user=emma) == ["handbook", "it", "public"]
-    assert all("finance" not in r.tags for r in vectors.search("expense claims receipts", user_tags=user_tag_slugs(user=emma)))
+    assert all(
+        "finance" not in r.tags for r in vectors.search("expense claims receipts", user_tags=user_tag_slugs(user=emma))
+    )
     call_command("demo_data", stdout=io.StringIO())
     assert Document.objects.count() == 6 and django_user_model.objects.count() == 5
     assert vectors.count() == total

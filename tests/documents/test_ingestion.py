@@ -1,4 +1,5 @@
 """End to end through the real parser, chunker, hashing embedder and embedded Qdrant."""
+
 from __future__ import annotations
 
 import pytest
@@ -50,7 +51,10 @@ def test_pdf_keeps_page_numbers_and_payload(upload, vectors):
 
 def test_docx_headings_become_sections(upload, vectors):
     data = make_docx(
-        [("Onboarding", lorem_sentences(30, seed=3)), ("Laptop policy", ["Laptops are replaced every three years."] + lorem_sentences(30, seed=4))],
+        [
+            ("Onboarding", lorem_sentences(30, seed=3)),
+            ("Laptop policy", ["Laptops are replaced every three years."] + lorem_sentences(30, seed=4)),
+        ],
         title="IT handbook",
     )
     document = upload(data, "it.docx")
@@ -61,8 +65,11 @@ def test_docx_headings_become_sections(upload, vectors):
 
 
 def test_html_drops_scripts_and_keeps_headings(upload, vectors):
-    data = make_html([("Security rules", ["Passwords rotate every ninety days."] + lorem_sentences(10, seed=5))],
-                     title="Security", script="alert('pwned')")
+    data = make_html(
+        [("Security rules", ["Passwords rotate every ninety days."] + lorem_sentences(10, seed=5))],
+        title="Security",
+        script="alert('pwned')",
+    )
     document = upload(data, "security.html")
     _assert_indexed(document, vectors)
     results = _chunks(vectors, document, "passwords rotate ninety days")
@@ -125,7 +132,9 @@ def test_new_version_replaces_chunks(upload, people, vectors, settings, rag_runt
     document = upload(make_text(["Zebra stripes policy. " + " ".join(lorem_sentences(60, seed=8))]), "policy.txt")
     old_count = document.chunk_count
     assert old_count > 2
-    services.document_replace_file(document=document, data=make_text(["Giraffe necks policy only."]), filename="policy-v2.txt")
+    services.document_replace_file(
+        document=document, data=make_text(["Giraffe necks policy only."]), filename="policy-v2.txt"
+    )
     services.document_ingest_sync(document.id)
     document.refresh_from_db()
     assert document.version == 2 and document.status == "ready"
@@ -165,12 +174,14 @@ def test_embedding_service_failure_marks_failed_with_reason(people, tags, vector
 
     from ragchat import runtime
 
-    settings.RAG = replace(rag_runtime, embedding_backend="ollama", embedding_model="nomic-embed-text",
-                           rag_retry_attempts=0)
+    settings.RAG = replace(
+        rag_runtime, embedding_backend="ollama", embedding_model="nomic-embed-text", rag_retry_attempts=0
+    )
     runtime.reset()
     fake_ollama.fail_with(500, times=None, paths=("/api/embed",))
-    document = services.document_create(user=people["owner"], data=make_text(["Anything at all."]),
-                                        filename="x.txt", tags=[tags["finance"]])
+    document = services.document_create(
+        user=people["owner"], data=make_text(["Anything at all."]), filename="x.txt", tags=[tags["finance"]]
+    )
     fake_ollama.embedding_dimension(768)
     result = services.document_ingest_sync(document.id)
     document.refresh_from_db()

@@ -1,4 +1,5 @@
 """Where an enqueued ingestion runs: a sync view served over ASGI hands it to the serving loop."""
+
 from __future__ import annotations
 
 import asyncio

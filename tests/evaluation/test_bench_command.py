@@ -1,5 +1,6 @@
 """`manage.py bench --quick` runs (websocket part against a real daphne process) and no streamed
 token is lost or reordered. Times are reported, not asserted."""
+
 import json
 from io import StringIO
 
@@ -12,8 +13,20 @@ from ragchat.bench.search import search_bench
 
 def test_bench_quick_chat_streams_lose_no_tokens(tmp_path):
     out = StringIO()
-    call_command("bench", "--quick", "--skip", "ingest", "--skip", "search", "--chat-embedder", "hashing",
-                 "--json", str(tmp_path / "bench.json"), stdout=out, stderr=StringIO())
+    call_command(
+        "bench",
+        "--quick",
+        "--skip",
+        "ingest",
+        "--skip",
+        "search",
+        "--chat-embedder",
+        "hashing",
+        "--json",
+        str(tmp_path / "bench.json"),
+        stdout=out,
+        stderr=StringIO(),
+    )
     report = json.loads(out.getvalue().strip().splitlines()[-1])
     chat = report["chat"]
     assert chat["ttft"]["samples"] == 10 and chat["ttft"]["failed"] == 0

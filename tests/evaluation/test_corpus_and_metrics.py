@@ -1,5 +1,6 @@
 """The generated evaluation corpus is what the issue asks for, its gold answers are really in the
 documents, and the ranking metrics compute what their names say."""
+
 import json
 from collections import Counter
 from pathlib import Path

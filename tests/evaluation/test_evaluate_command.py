@@ -1,6 +1,7 @@
 """`manage.py evaluate` end to end on a subset, with the hashing embedder: scratch collection, every
 metric present, no leakage, forged citations dropped. The floors are below what the hashing
 embedder measures on the full set (hybrid recall@5 0.96, BM25 1.00, dense 0.82)."""
+
 import json
 from dataclasses import replace
 from io import StringIO
@@ -19,8 +20,17 @@ def report(tmp_path_factory):
     settings.RAG = replace(original, qdrant_path=str(live))
     try:
         out = StringIO()
-        call_command("evaluate", "--embedder", "hashing", "--limit", "40", "--json", str(tmp / "report.json"),
-                     stdout=out, stderr=StringIO())
+        call_command(
+            "evaluate",
+            "--embedder",
+            "hashing",
+            "--limit",
+            "40",
+            "--json",
+            str(tmp / "report.json"),
+            stdout=out,
+            stderr=StringIO(),
+        )
     finally:
         settings.RAG = original
     assert not live.exists(), "evaluate must never open the configured (live) store"

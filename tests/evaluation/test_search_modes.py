@@ -1,4 +1,5 @@
 """VectorService.search(mode=...): the three modes the evaluation compares, under the same access filter."""
+
 import pytest
 
 from ragchat.services.config import RAGSettings
@@ -14,8 +15,11 @@ SECRET = "22222222-2222-4222-8222-222222222222"
 async def service(tmp_path):
     settings = RAGSettings(qdrant_path=str(tmp_path), embedding_backend="hashing", embedding_model="hashing-384")
     svc = VectorService(settings, HashingEmbedder())
-    texts = ["Error VPN-809 means the device certificate expired.", "The canteen opens at eleven.",
-             "Parking permits are issued by reception."]
+    texts = [
+        "Error VPN-809 means the device certificate expired.",
+        "The canteen opens at eleven.",
+        "Parking permits are issued by reception.",
+    ]
     chunks = [ChunkRecord(DOC, i, "Guide", t, ("it",)) for i, t in enumerate(texts)]
     chunks.append(ChunkRecord(SECRET, 0, "Secret", "Error VPN-809 in the legal archive.", ("legal",)))
     await svc.upsert_chunks(chunks)

@@ -1,5 +1,6 @@
 """The fake Ollama server speaks the real protocol: langchain-ollama and the ollama client, unmodified,
 work against it over real HTTP."""
+
 from __future__ import annotations
 
 import json
@@ -76,10 +77,16 @@ def test_ollama_client_non_stream_chat_and_generate(fake_ollama: FakeOllama) -> 
 
 def test_generate_with_num_predict_zero_counts_prompt_tokens(fake_ollama: FakeOllama) -> None:
     text = "Employees get twenty five days of paid vacation per year."
-    response = httpx.post(f"{fake_ollama.url}/api/generate", json={
-        "model": "llama3.2", "prompt": text, "raw": True, "stream": False,
-        "options": {"num_predict": 0},
-    })
+    response = httpx.post(
+        f"{fake_ollama.url}/api/generate",
+        json={
+            "model": "llama3.2",
+            "prompt": text,
+            "raw": True,
+            "stream": False,
+            "options": {"num_predict": 0},
+        },
+    )
     data = response.json()
     assert data["response"] == ""
     assert data["prompt_eval_count"] == fake_ollama.count_tokens(text)
@@ -88,8 +95,7 @@ def test_generate_with_num_predict_zero_counts_prompt_tokens(fake_ollama: FakeOl
 
 def test_streaming_ndjson_over_chunked_http(fake_ollama: FakeOllama) -> None:
     fake_ollama.reply("a b")
-    with httpx.stream("POST", f"{fake_ollama.url}/api/generate",
-                      json={"model": "llama3.2", "prompt": "x"}) as response:
+    with httpx.stream("POST", f"{fake_ollama.url}/api/generate", json={"model": "llama3.2", "prompt": "x"}) as response:
         assert response.headers["transfer-encoding"] == "chunked"
         assert response.headers["content-type"] == "application/x-ndjson"
         lines = [json.loads(line) for line in response.iter_lines() if line]
@@ -130,8 +136,7 @@ def test_rating_answers_the_confidence_prompt_only(fake_ollama: FakeOllama) -> N
 
 
 def test_unknown_model_is_404_like_real_ollama(fake_ollama: FakeOllama) -> None:
-    response = httpx.post(f"{fake_ollama.url}/api/chat",
-                          json={"model": "mistral", "messages": [], "stream": False})
+    response = httpx.post(f"{fake_ollama.url}/api/chat", json={"model": "mistral", "messages": [], "stream": False})
     assert response.status_code == 404
     assert response.json() == {"error": 'model "mistral" not found, try pulling it first'}
     chat = ChatOllama(model="mistral", base_url=fake_ollama.url)
@@ -142,8 +147,7 @@ def test_unknown_model_is_404_like_real_ollama(fake_ollama: FakeOllama) -> None:
 
 def test_tags_show_version(fake_ollama: FakeOllama) -> None:
     client = ollama.Client(host=fake_ollama.url)
-    assert [m.model for m in client.list().models] == [
-        "llama3.2:latest", "qwen3:8b", "nomic-embed-text:latest"]
+    assert [m.model for m in client.list().models] == ["llama3.2:latest", "qwen3:8b", "nomic-embed-text:latest"]
     raw = httpx.get(f"{fake_ollama.url}/api/tags").json()
     assert raw["models"][0]["name"] == "llama3.2:latest"
     show = client.show("qwen3:8b")
@@ -172,8 +176,7 @@ async def test_ollama_embeddings_are_deterministic_normalised_and_meaningful(
     assert fake_ollama.requests_to("/api/embed")[0].body["input"] == docs  # prefixes recorded
     fake_ollama.embedding_dimension(384)
     assert len(embeddings.embed_query("x")) == 384
-    single = httpx.post(f"{fake_ollama.url}/api/embed",
-                        json={"model": "nomic-embed-text", "input": "one text"}).json()
+    single = httpx.post(f"{fake_ollama.url}/api/embed", json={"model": "nomic-embed-text", "input": "one text"}).json()
     assert len(single["embeddings"]) == 1
 
 
@@ -203,8 +206,11 @@ def test_first_token_delay_and_stall_are_real_waits(fake_ollama: FakeOllama) -> 
     fake_ollama.first_token_delay(0.3)
     fake_ollama.stall_after(2, 0.3)
     started = time.monotonic()
-    with httpx.stream("POST", f"{fake_ollama.url}/api/chat", json={
-        "model": "llama3.2", "messages": [{"role": "user", "content": "q"}]}) as response:
+    with httpx.stream(
+        "POST",
+        f"{fake_ollama.url}/api/chat",
+        json={"model": "llama3.2", "messages": [{"role": "user", "content": "q"}]},
+    ) as response:
         arrivals = [time.monotonic() - started for line in response.iter_lines() if line]
     assert arrivals[0] >= 0.3
     assert arrivals[2] - arrivals[1] >= 0.25  # the stall sits between piece 2 and piece 3
@@ -242,8 +248,11 @@ def test_stream_pieces_and_stream_end_callback(fake_ollama: FakeOllama) -> None:
     fake_ollama.reply("one two three")
     fake_ollama.stream_pieces(lambda text: [w + " " for w in text.split()])
     fake_ollama.on_stream_end(lambda: ended.append(threading.current_thread().name))
-    with httpx.stream("POST", f"{fake_ollama.url}/api/chat", json={
-        "model": "llama3.2", "messages": [{"role": "user", "content": "q"}]}) as response:
+    with httpx.stream(
+        "POST",
+        f"{fake_ollama.url}/api/chat",
+        json={"model": "llama3.2", "messages": [{"role": "user", "content": "q"}]},
+    ) as response:
         lines = [json.loads(line) for line in response.iter_lines() if line]
     assert [line["message"]["content"] for line in lines if not line["done"]] == ["one ", "two ", "three "]
     assert len(ended) == 1

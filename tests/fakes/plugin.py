@@ -6,6 +6,7 @@ Enabled by `pytest_plugins = ["tests.fakes.plugin"]`.
 - `fake_ollama`: the same server, reset to defaults before and after each test; script it here.
 - `ollama_url`: its base URL (depends on `fake_ollama`, so the server is reset for the test).
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator

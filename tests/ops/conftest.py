@@ -1,4 +1,5 @@
 """Fixtures for the fault, scale-out and security tests: the chat and documents fixtures, reused."""
+
 from __future__ import annotations
 
 import socket

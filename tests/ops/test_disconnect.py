@@ -1,6 +1,7 @@
 """A client disconnecting mid-stream from a real daphne server: the answer still completes and is
 stored whole (tests/chat proves it through channels' test communicator; this goes through daphne,
 which cancels a consumer after its socket closes — the turn must not belong to the consumer)."""
+
 from __future__ import annotations
 
 import re
@@ -23,13 +24,18 @@ def test_answer_completes_and_is_stored_after_the_client_disconnects(tmp_path, o
     try:
         server.create_user("erin", "pw-erin-123", superuser=True)
         server.create_tag("public", "Public")
-        tag_id = re.search(r"TAG (\d+)", server.shell(
-            "from documents.models import Tag\nprint('TAG', Tag.objects.get(slug='public').pk)")).group(1)
+        tag_id = re.search(
+            r"TAG (\d+)",
+            server.shell("from documents.models import Tag\nprint('TAG', Tag.objects.get(slug='public').pk)"),
+        ).group(1)
         client = httpx.Client(base_url=server.url, timeout=30)
         sign_in(client, "erin", "pw-erin-123")
         rules = b"Parking rules for visitors: visitors park on level 2 of the garage with a day pass from reception."
-        client.post("/documents/upload", data={"tags": tag_id, "csrfmiddlewaretoken": csrf(client, "/documents/")},
-                    files=[("files", ("parking.txt", rules, "text/plain"))])
+        client.post(
+            "/documents/upload",
+            data={"tags": tag_id, "csrfmiddlewaretoken": csrf(client, "/documents/")},
+            files=[("files", ("parking.txt", rules, "text/plain"))],
+        )
         wait_for(lambda: _status(tmp_path / "db.sqlite3") == "ready", timeout=30, what="the document indexed")
         made = client.post("/chat/new/", data={"csrfmiddlewaretoken": csrf(client, "/")})
         session_id = re.search(r"/chat/([0-9a-f-]{36})/", made.headers["location"]).group(1)
@@ -54,8 +60,9 @@ def test_answer_completes_and_is_stored_after_the_client_disconnects(tmp_path, o
 
         status, content = assistant()
         assert status == "streaming" and ANSWER not in content  # it really was cut mid-stream
-        status, content = wait_for(lambda: (row := assistant()) and row[0] != "streaming" and row, timeout=40,
-                                   what="the answer to finish")
+        status, content = wait_for(
+            lambda: (row := assistant()) and row[0] != "streaming" and row, timeout=40, what="the answer to finish"
+        )
         assert status == "complete" and content == ANSWER
         assert time.monotonic() - started > 1  # it kept streaming after the client left
         assert "Traceback" not in server.log_text()

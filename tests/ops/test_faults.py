@@ -6,6 +6,7 @@ kept and marked interrupted, passages shown, retry works) and a tab closed mid-a
 completes and is stored). This file adds Ollama 500s, the vector store unavailable during a question
 and during ingestion.
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -18,8 +19,8 @@ from chat.models import Message
 from documents import services
 from documents.models import Document
 from ragchat import runtime
-from tests.chat.conftest import VACATION_DOC, open_tab
 from ragchat.evaluation.docgen import lorem_sentences, make_text
+from tests.chat.conftest import VACATION_DOC, open_tab
 from tests.ops.conftest import dead_port
 
 VACATION_Q = "How many vacation days do employees get per year?"

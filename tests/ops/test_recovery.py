@@ -1,5 +1,6 @@
 """documents.recovery in-process: what the restarted server (and `manage.py recover_ingestion`) does
 with documents an earlier process left processing or queued. The real SIGKILL is test_restart.py."""
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -14,32 +15,45 @@ from documents import services
 from documents.models import Document
 from documents.recovery import INTERRUPTED_MESSAGE, documents_recover_interrupted
 from ragchat import runtime
-from ragchat.services.types import ChunkRecord
 from ragchat.evaluation.docgen import make_text
+from ragchat.services.types import ChunkRecord
 
 pytestmark = pytest.mark.django_db
 
 
 def _document(people, tags, name: str, status: str, *, minutes_ago: float) -> Document:
-    document = services.document_create(user=people["owner"], data=make_text([f"Text of {name}."]), filename=name,
-                                        tags=[tags["finance"]])
-    Document.objects.filter(pk=document.pk).update(status=status, updated_at=timezone.now() - timedelta(minutes=minutes_ago))
+    document = services.document_create(
+        user=people["owner"], data=make_text([f"Text of {name}."]), filename=name, tags=[tags["finance"]]
+    )
+    Document.objects.filter(pk=document.pk).update(
+        status=status, updated_at=timezone.now() - timedelta(minutes=minutes_ago)
+    )
     return document
 
 
 def _index_partially(document: Document, n: int) -> None:
     async def run():
         service = await runtime.ready_vector_service()
-        await service.upsert_chunks([
-            ChunkRecord(document_id=str(document.id), chunk_index=i, document_name=document.title,
-                        chunk_text=f"partial chunk {i}", tags=("finance",)) for i in range(n)
-        ])
+        await service.upsert_chunks(
+            [
+                ChunkRecord(
+                    document_id=str(document.id),
+                    chunk_index=i,
+                    document_name=document.title,
+                    chunk_text=f"partial chunk {i}",
+                    tags=("finance",),
+                )
+                for i in range(n)
+            ]
+        )
+
     async_to_sync(run)()
 
 
 def _count(document: Document) -> int:
     async def run():
         return await (await runtime.ready_vector_service()).count(document_id=str(document.id))
+
     return async_to_sync(run)()
 
 

@@ -2,6 +2,7 @@
 failed-and-retryable, never half indexed (documents/recovery.py runs on the restarted server's first
 request). Real daphne subprocesses on a file SQLite database and an embedded Qdrant; the fake Ollama
 serves embeddings slowly enough that the kill lands between two batches."""
+
 from __future__ import annotations
 
 import os
@@ -16,9 +17,9 @@ import httpx
 import pytest
 
 from documents.recovery import INTERRUPTED_MESSAGE
-from tests.browser.conftest import LiveServer
 from ragchat.evaluation.docgen import lorem_sentences, make_text
 from ragchat.fake_ollama import FakeOllama
+from tests.browser.conftest import LiveServer
 
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
@@ -31,8 +32,9 @@ def csrf(client: httpx.Client, path: str) -> str:
 
 def sign_in(client: httpx.Client, username: str, password: str) -> None:
     token = csrf(client, "/accounts/login/")
-    done = client.post("/accounts/login/", data={"username": username, "password": password,
-                                                 "csrfmiddlewaretoken": token})
+    done = client.post(
+        "/accounts/login/", data={"username": username, "password": password, "csrfmiddlewaretoken": token}
+    )
     assert done.status_code == 302, done.text[:500]
 
 
@@ -86,29 +88,40 @@ def slow_embeddings():
 
 
 def test_server_killed_mid_ingestion_then_restarted(tmp_path, slow_embeddings):
-    server = LiveServer(data_dir=tmp_path, ollama_url=slow_embeddings.url, extra_env={
-        "EMBEDDING_BACKEND": "ollama", "EMBEDDING_MODEL": "nomic-embed-text", "EMBEDDING_BATCH_SIZE": "4",
-        "CHUNK_SIZE_TOKENS": "64", "CHUNK_OVERLAP_TOKENS": "8", "RAGCHAT_INGEST_CONCURRENCY": "1",
-        "RAG_RETRY_ATTEMPTS": "0",
-    })
+    server = LiveServer(
+        data_dir=tmp_path,
+        ollama_url=slow_embeddings.url,
+        extra_env={
+            "EMBEDDING_BACKEND": "ollama",
+            "EMBEDDING_MODEL": "nomic-embed-text",
+            "EMBEDDING_BATCH_SIZE": "4",
+            "CHUNK_SIZE_TOKENS": "64",
+            "CHUNK_OVERLAP_TOKENS": "8",
+            "RAGCHAT_INGEST_CONCURRENCY": "1",
+            "RAG_RETRY_ATTEMPTS": "0",
+        },
+    )
     db = tmp_path / "db.sqlite3"
     server.start()
     try:
         server.create_user("root", "pw-root-123", superuser=True)
         server.create_tag("finance", "Finance", owner="root")
-        tag_id = re.search(r"TAG (\d+)", server.shell(
-            "from documents.models import Tag\nprint('TAG', Tag.objects.get(slug='finance').pk)")).group(1)
+        tag_id = re.search(
+            r"TAG (\d+)",
+            server.shell("from documents.models import Tag\nprint('TAG', Tag.objects.get(slug='finance').pk)"),
+        ).group(1)
         client = httpx.Client(base_url=server.url, timeout=30)
         sign_in(client, "root", "pw-root-123")
         token = csrf(client, "/documents/")
-        files = [("files", ("long.txt", make_text(lorem_sentences(200, seed=11)), "text/plain")),
-                 ("files", ("waiting.txt", make_text(lorem_sentences(20, seed=12)), "text/plain"))]
+        files = [
+            ("files", ("long.txt", make_text(lorem_sentences(200, seed=11)), "text/plain")),
+            ("files", ("waiting.txt", make_text(lorem_sentences(20, seed=12)), "text/plain")),
+        ]
         done = client.post("/documents/upload", data={"tags": tag_id, "csrfmiddlewaretoken": token}, files=files)
         assert done.status_code == 302, done.text[:500]
 
         # Kill -9 while "long.txt" is between batches and "waiting.txt" waits its turn.
-        wait_for(lambda: 8 <= indexed(documents(db).get("long.txt")) < 40, timeout=60,
-                 what="a few batches of long.txt")
+        wait_for(lambda: 8 <= indexed(documents(db).get("long.txt")) < 40, timeout=60, what="a few batches of long.txt")
         kill(server)
         before = documents(db)
         assert before["long.txt"]["status"] == "processing" and before["waiting.txt"]["status"] == "queued"
@@ -118,8 +131,11 @@ def test_server_killed_mid_ingestion_then_restarted(tmp_path, slow_embeddings):
         # Restart: the first request runs the recovery; the queued document is started again.
         slow_embeddings.first_token_delay(0)
         server.start()
-        after = wait_for(lambda: (d := documents(db)) and d["waiting.txt"]["status"] == "ready" and d,
-                         timeout=60, what="waiting.txt indexed after the restart")
+        after = wait_for(
+            lambda: (d := documents(db)) and d["waiting.txt"]["status"] == "ready" and d,
+            timeout=60,
+            what="waiting.txt indexed after the restart",
+        )
         assert after["long.txt"]["status"] == "failed"
         assert after["long.txt"]["error"] == INTERRUPTED_MESSAGE and after["long.txt"]["chunk_count"] == 0
         server.stop()
@@ -132,8 +148,11 @@ def test_server_killed_mid_ingestion_then_restarted(tmp_path, slow_embeddings):
         token = csrf(client, "/documents/")
         done = client.post(f"/documents/{long_id}/retry", data={"csrfmiddlewaretoken": token})
         assert done.status_code == 302
-        final = wait_for(lambda: (d := documents(db)["long.txt"]) and d["status"] == "ready" and d,
-                         timeout=60, what="long.txt indexed on retry")
+        final = wait_for(
+            lambda: (d := documents(db)["long.txt"]) and d["status"] == "ready" and d,
+            timeout=60,
+            what="long.txt indexed on retry",
+        )
         server.stop()
         assert stored_vectors(server, long_id) == final["chunk_count"] > 8
     finally:

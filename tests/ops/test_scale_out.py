@@ -6,6 +6,7 @@ request never touches a vector store; the answer reaches the asker's socket on A
 Skipped when PostgreSQL or Redis is not reachable (TEST_POSTGRES_URL, TEST_REDIS_URL as in
 .ci/test.sh).
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,11 @@ def test_owner_answer_through_one_process_reaches_the_socket_held_by_the_other(
     from websockets.sync.client import connect
 
     ollama_server.reset()
-    shared = {"DATABASE_URL": scratch_database, "REDIS_URL": REDIS_URL,
-              "CHANNELS_PREFIX": f"ragchat-scaleout-{uuid.uuid4().hex[:8]}"}
+    shared = {
+        "DATABASE_URL": scratch_database,
+        "REDIS_URL": REDIS_URL,
+        "CHANNELS_PREFIX": f"ragchat-scaleout-{uuid.uuid4().hex[:8]}",
+    }
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a = LiveServer(data_dir=tmp_path / "a", ollama_url=ollama_server.url, extra_env=shared)
@@ -81,12 +85,17 @@ def test_owner_answer_through_one_process_reaches_the_socket_held_by_the_other(
             frames = _until(socket, lambda f: "msg msg-assistant status-" in f and "status-streaming" not in f)
             assert "status-complete" in frames[-1]
             answer_id = re.search(r'id="m(\d+)"', frames[-1]).group(1)
-            escalated = asker.post(f"/routing/escalate/{answer_id}/",
-                                   data={"csrfmiddlewaretoken": csrf(asker, f"/chat/{session_id}/")})
+            escalated = asker.post(
+                f"/routing/escalate/{answer_id}/", data={"csrfmiddlewaretoken": csrf(asker, f"/chat/{session_id}/")}
+            )
             assert escalated.status_code in (200, 302), escalated.text[:500]
-            question_id = re.search(r"QID (\d+)", a.shell(
-                "from routing.models import RoutedQuestion\n"
-                "print('QID', RoutedQuestion.objects.get(message_id=%s).pk)" % answer_id)).group(1)
+            question_id = re.search(
+                r"QID (\d+)",
+                a.shell(
+                    "from routing.models import RoutedQuestion\n"
+                    f"print('QID', RoutedQuestion.objects.get(message_id={answer_id}).pk)"
+                ),
+            ).group(1)
 
             # The owner answers through B.
             owner = httpx.Client(base_url=b.url, timeout=30)

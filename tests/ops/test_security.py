@@ -1,6 +1,7 @@
 """Security pass (issue 6): deploy checks, CSRF on every POST, websocket origin and auth on every ws
 route, anonymous access to every URL, XSS payloads rendered inert everywhere they are shown, and no
 remote image loaded from an answer's Markdown."""
+
 from __future__ import annotations
 
 import os
@@ -30,6 +31,8 @@ SCRIPT = "<script>alert(1)</script>"
 IMG = '<img src=x onerror="alert(2)">'
 PAYLOAD = f"{SCRIPT} {IMG}"
 SCRIPT_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
+
+
 class _LiveElements(HTMLParser):
     """What a browser would run or load from the page: scripts with the payload, event-handler
     attributes with it, javascript: links, images and other embedded content."""
@@ -71,8 +74,11 @@ def assert_inert(html: str, *, shown: bool = True) -> None:
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
     # Only what the README's production recipe sets: nothing of the test suite's plain-HTTP settings.
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("DATABASE_URL", "REDIS_URL", "QDRANT_URL") and not k.startswith("DJANGO_SECURE_")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("DATABASE_URL", "REDIS_URL", "QDRANT_URL") and not k.startswith("DJANGO_SECURE_")
+    }
     env.update(
         DJANGO_SETTINGS_MODULE="ragchat.settings",
         DJANGO_DEBUG="false",
@@ -81,8 +87,13 @@ def test_check_deploy_is_clean_with_production_settings(tmp_path):
         DJANGO_CSRF_TRUSTED_ORIGINS="https://chat.example.com",
         RAGCHAT_DATA_DIR=str(tmp_path),
     )
-    done = subprocess.run([sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
-                          cwd=ROOT, env=env, capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no issues" in done.stdout
 
@@ -103,13 +114,27 @@ def world(people, tags):
     owner, member = people["owner"], people["member"]
     session = ChatSession.objects.create(owner=member, title="Mine")
     question = Message.objects.create(session=session, role="user", content="How do refunds work?")
-    answer = Message.objects.create(session=session, role="assistant", content="Not sure.", reply_to=question,
-                                    query_strategy="first question")
-    document = Document.objects.create(title="Plan", original_filename="plan.txt", file="originals/default/x.txt",
-                                       content_hash=uuid.uuid4().hex, status="failed", uploaded_by=owner)
+    answer = Message.objects.create(
+        session=session, role="assistant", content="Not sure.", reply_to=question, query_strategy="first question"
+    )
+    document = Document.objects.create(
+        title="Plan",
+        original_filename="plan.txt",
+        file="originals/default/x.txt",
+        content_hash=uuid.uuid4().hex,
+        status="failed",
+        uploaded_by=owner,
+    )
     document.tags.set([tags["finance"]])
-    routed = RoutedQuestion.objects.create(asker=member, session=session, message=answer, question_message=question,
-                                           tag=tags["finance"], target=owner, question="How do refunds work?")
+    routed = RoutedQuestion.objects.create(
+        asker=member,
+        session=session,
+        message=answer,
+        question_message=question,
+        tag=tags["finance"],
+        target=owner,
+        question="How do refunds work?",
+    )
     return {"session": session, "message": answer, "document": document, "routed": routed, **people}
 
 
@@ -124,8 +149,12 @@ def _patterns(resolver: URLResolver, prefix: str = "", namespace: str = ""):
 
 def _value(name: str, world) -> list:
     ids = {
-        "session_id": world["session"].pk, "document_id": world["document"].pk, "question_id": world["routed"].pk,
-        "message_id": world["message"].pk, "object_id": world["owner"].pk, "user_id": world["owner"].pk,
+        "session_id": world["session"].pk,
+        "document_id": world["document"].pk,
+        "question_id": world["routed"].pk,
+        "message_id": world["message"].pk,
+        "object_id": world["owner"].pk,
+        "user_id": world["owner"].pk,
     }
     return [ids[name]] if name in ids else ["1", "ragchat", "chat", "x"]
 
@@ -189,8 +218,9 @@ def test_every_post_without_a_csrf_token_is_refused(world):
     assert anonymous.post("/accounts/login/", {"username": "root", "password": "pw-root-123"}).status_code == 403
     page = anonymous.get("/accounts/login/")
     token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content).group(1).decode()
-    signed_in = anonymous.post("/accounts/login/", {"username": "root", "password": "pw-root-123",
-                                                    "csrfmiddlewaretoken": token})
+    signed_in = anonymous.post(
+        "/accounts/login/", {"username": "root", "password": "pw-root-123", "csrfmiddlewaretoken": token}
+    )
     assert signed_in.status_code == 302
 
 
@@ -235,17 +265,21 @@ async def test_every_ws_route_refuses_foreign_origins_and_anonymous_users(world,
 @pytest.mark.usefixtures("drain_turns")
 async def test_xss_in_documents_questions_and_answers_is_inert_everywhere(people, tags, upload, fake_ollama):
     member, owner = people["member"], people["owner"]
-    text = (f"Refunds {SCRIPT}\n\nRefund policy for travel refunds: {PAYLOAD} refunds are paid within "
-            f"ten days of the refund request.\n").encode()
-    document = await sync_to_async(upload)(text, f'{IMG}refunds.txt', tag_names=("finance",))
+    text = (
+        f"Refunds {SCRIPT}\n\nRefund policy for travel refunds: {PAYLOAD} refunds are paid within "
+        f"ten days of the refund request.\n"
+    ).encode()
+    document = await sync_to_async(upload)(text, f"{IMG}refunds.txt", tag_names=("finance",))
     assert document.status == "ready", document.error
     assert "<" not in document.original_filename  # safe_filename already defuses names
     session = await ChatSession.objects.acreate(owner=member)
 
     # Answer with the payload, a citation of the payload chunk, and a remote Markdown image.
     source = f"{document.id}:0"
-    fake_ollama.reply(f"Refunds {PAYLOAD} are paid [SourceId: {source}]. ![pixel](https://evil.example/t.png) "
-                      f"<img src=https://evil.example/u.png> [link](javascript:alert(3))")
+    fake_ollama.reply(
+        f"Refunds {PAYLOAD} are paid [SourceId: {source}]. ![pixel](https://evil.example/t.png) "
+        f"<img src=https://evil.example/u.png> [link](javascript:alert(3))"
+    )
     fake_ollama.rating(90)
     tab = await open_tab(member, session.pk)
     assert await tab.connect()
@@ -263,15 +297,26 @@ async def test_xss_in_documents_questions_and_answers_is_inert_everywhere(people
     # The owner's answer (also routed-question text) with the payload.
     user_question = await Message.objects.filter(session=session, role="user").afirst()
     await sync_to_async(chat_services.message_create_owner_answer)(
-        session=session, author=owner, content=f"Owner says {PAYLOAD} ![x](https://evil.example/o.png)",
+        session=session,
+        author=owner,
+        content=f"Owner says {PAYLOAD} ![x](https://evil.example/o.png)",
         reply_to=user_question,
     )
     routed, _ = await RoutedQuestion.objects.aupdate_or_create(  # the turn may have routed it already
         message=answer,
-        defaults=dict(asker=member, session=session, question_message=user_question, tag=tags["finance"],
-                      target=owner, question=user_question.content, draft=answer.content,
-                      answer=f"Owner says {PAYLOAD}", citations=answer.citations, status="answered",
-                      answered_by=owner),
+        defaults=dict(
+            asker=member,
+            session=session,
+            question_message=user_question,
+            tag=tags["finance"],
+            target=owner,
+            question=user_question.content,
+            draft=answer.content,
+            answer=f"Owner says {PAYLOAD}",
+            citations=answer.citations,
+            status="answered",
+            answered_by=owner,
+        ),
     )
     pages = await sync_to_async(_pages)(member, owner, session, document, routed)
     for url, html in pages.items():
@@ -287,9 +332,13 @@ def _pages(member, owner, session, document, routed) -> dict[str, str]:
     as_owner.force_login(owner)
     pages = {}
     for client, url in [
-        (as_member, f"/chat/{session.pk}/"), (as_member, "/"), (as_member, "/routing/mine/"),
-        (as_owner, "/documents/"), (as_owner, f"/documents/{document.id}/"),
-        (as_owner, f"/documents/{document.id}/row"), (as_owner, "/routing/inbox/"),
+        (as_member, f"/chat/{session.pk}/"),
+        (as_member, "/"),
+        (as_member, "/routing/mine/"),
+        (as_owner, "/documents/"),
+        (as_owner, f"/documents/{document.id}/"),
+        (as_owner, f"/documents/{document.id}/row"),
+        (as_owner, "/routing/inbox/"),
         (as_owner, f"/routing/q/{routed.pk}/"),
     ]:
         response = client.get(url)

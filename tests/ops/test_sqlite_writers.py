@@ -5,6 +5,7 @@ transactions). No "database is locked" may surface, and every write must be ther
 
 Runs in subprocesses on its own SQLite file, so it proves the same thing in the PostgreSQL run.
 """
+
 from __future__ import annotations
 
 import os
@@ -55,32 +56,65 @@ def test_concurrent_writers_on_a_file_sqlite_database(tmp_path):
     python = [sys.executable, "manage.py"]
     subprocess.run([*python, "migrate", "-v0"], cwd=ROOT, env=env, check=True, capture_output=True)
     subprocess.run(
-        [*python, "shell", "-c",
-         "from ragchat.models import User; from chat.models import ChatSession; "
-         "ChatSession.objects.create(owner=User.objects.create_user('w', password='pw-w-12345'), title='load')"],
-        cwd=ROOT, env=env, check=True, capture_output=True,
+        [
+            *python,
+            "shell",
+            "-c",
+            "from ragchat.models import User; from chat.models import ChatSession; "
+            "ChatSession.objects.create(owner=User.objects.create_user('w', password='pw-w-12345'), title='load')",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
     )
     assert (tmp_path / "db.sqlite3").exists()
     writers = [
-        subprocess.Popen([sys.executable, "-c", WRITER, f"p{n}", str(WRITES), str(THREADS)], cwd=ROOT, env=env,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, f"p{n}", str(WRITES), str(THREADS)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for n in range(PROCESSES)
     ]
     results = [(w.wait(timeout=240), *w.communicate()) for w in writers]
     for code, _out, err in results:
         assert "database is locked" not in err
         assert code == 0, err[-2000:]
-    counted = subprocess.run(
-        [*python, "shell", "-c",
-         "from chat.models import Message; from documents.models import Document; "
-         "print(Message.objects.filter(role='user').count(), Message.objects.filter(role='assistant').count(), "
-         "Document.objects.count(), Message.objects.values('content').distinct().count())"],
-        cwd=ROOT, env=env, check=True, capture_output=True, text=True,
-    ).stdout.strip().splitlines()[-1].split()
+    counted = (
+        subprocess.run(
+            [
+                *python,
+                "shell",
+                "-c",
+                "from chat.models import Message; from documents.models import Document; "
+                "print(Message.objects.filter(role='user').count(), Message.objects.filter(role='assistant').count(), "
+                "Document.objects.count(), Message.objects.values('content').distinct().count())",
+            ],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+        .split()
+    )
     total = PROCESSES * THREADS * WRITES
     assert [int(n) for n in counted[:3]] == [total, total, total]
     journal = subprocess.run(
-        [sys.executable, "-c", "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('pragma journal_mode').fetchone()[0])",
-         str(tmp_path / "db.sqlite3")], capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-c",
+            "import sqlite3,sys; print(sqlite3.connect(sys.argv[1]).execute('pragma journal_mode').fetchone()[0])",
+            str(tmp_path / "db.sqlite3"),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     ).stdout.strip()
     assert journal == "wal"

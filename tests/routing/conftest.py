@@ -1,6 +1,7 @@
 """Routing fixtures: an asker, tag owners (present, missing, gone), an admin, a small corpus whose
 documents exist both as Document rows (tags in the database) and as chunks in embedded Qdrant, and
 helpers that ask through the real chat websocket (fake Ollama, hashing embedder)."""
+
 from __future__ import annotations
 
 import uuid
@@ -29,18 +30,34 @@ CANTEEN_Q = "What are the canteen opening hours on Fridays?"
 
 # (document id, tag slug, name, text) — each question shares its words with one document only.
 DOCS = [
-    (PARKING_DOC, "facilities", "Parking.md",
-     "Parking permit: the company garage has 40 spaces. A parking permit for the garage is requested "
-     "from the facilities desk and renewed every year."),
-    (LAPTOP_DOC, "it", "Laptops.md",
-     "Laptop replacement: to get a replacement laptop charger from IT, open a ticket in the IT portal; "
-     "IT replaces a broken laptop or charger within two days."),
-    (CONTRACT_DOC, "legal", "Contracts.md",
-     "Supplier contracts: contracts above the legal threshold of 50,000 euros are signed by two "
-     "directors after a review by legal."),
-    (CANTEEN_DOC, "public", "Canteen.md",
-     "Canteen: the canteen opening hours are 11:30 to 14:00 from Monday to Friday; on Fridays the "
-     "canteen closes at 13:30."),
+    (
+        PARKING_DOC,
+        "facilities",
+        "Parking.md",
+        "Parking permit: the company garage has 40 spaces. A parking permit for the garage is requested "
+        "from the facilities desk and renewed every year.",
+    ),
+    (
+        LAPTOP_DOC,
+        "it",
+        "Laptops.md",
+        "Laptop replacement: to get a replacement laptop charger from IT, open a ticket in the IT portal; "
+        "IT replaces a broken laptop or charger within two days.",
+    ),
+    (
+        CONTRACT_DOC,
+        "legal",
+        "Contracts.md",
+        "Supplier contracts: contracts above the legal threshold of 50,000 euros are signed by two "
+        "directors after a review by legal.",
+    ),
+    (
+        CANTEEN_DOC,
+        "public",
+        "Canteen.md",
+        "Canteen: the canteen opening hours are 11:30 to 14:00 from Monday to Friday; on Fridays the "
+        "canteen closes at 13:30.",
+    ),
 ]
 
 
@@ -90,7 +107,12 @@ def tags(owner, gone_owner, asker, second_asker):
     legal = Tag.objects.create(name="Legal", slug="legal", owner=gone_owner)
     for tag in (facilities, it, legal):
         tag.members.add(asker, second_asker)
-    return {"facilities": facilities, "it": it, "legal": legal, "public": Tag.objects.get_or_create(slug="public", defaults={"name": "Public"})[0]}
+    return {
+        "facilities": facilities,
+        "it": it,
+        "legal": legal,
+        "public": Tag.objects.get_or_create(slug="public", defaults={"name": "Public"})[0],
+    }
 
 
 @pytest.fixture
@@ -100,8 +122,11 @@ async def corpus(rag_runtime, tags):
     records = []
     for doc_id, slug, name, text in DOCS:
         await sync_to_async(_document_row)(doc_id, slug, name, text)
-        records.append(ChunkRecord(document_id=doc_id, chunk_index=0, document_name=name, chunk_text=text,
-                                   tags=(slug,), section=None))
+        records.append(
+            ChunkRecord(
+                document_id=doc_id, chunk_index=0, document_name=name, chunk_text=text, tags=(slug,), section=None
+            )
+        )
     service = await runtime.ready_vector_service()
     await service.upsert_chunks(records)
     return records
@@ -109,8 +134,14 @@ async def corpus(rag_runtime, tags):
 
 def _document_row(doc_id: str, slug: str, name: str, text: str) -> None:
     document = Document.objects.create(
-        id=doc_id, title=name, original_filename=name, file=f"originals/default/{doc_id}.md",
-        content_hash=uuid.uuid4().hex, kind="markdown", status=Document.Status.READY, chunk_count=1,
+        id=doc_id,
+        title=name,
+        original_filename=name,
+        file=f"originals/default/{doc_id}.md",
+        content_hash=uuid.uuid4().hex,
+        kind="markdown",
+        status=Document.Status.READY,
+        chunk_count=1,
     )
     document.tags.set(Tag.objects.filter(slug=slug))
 

@@ -1,5 +1,6 @@
 """Routing end to end: the real chat websocket, fake Ollama, embedded Qdrant (hashing embedder),
 the real database, Django's locmem email backend."""
+
 from __future__ import annotations
 
 import asyncio
@@ -72,7 +73,9 @@ def post(who, url, data=None, **extra):
 # ------------------------------------------------------------------------------------- creation
 
 
-async def test_low_confidence_answer_is_routed_to_the_tag_owner(asker, owner, corpus, fake_ollama, mailoutbox, settings):
+async def test_low_confidence_answer_is_routed_to_the_tag_owner(
+    asker, owner, corpus, fake_ollama, mailoutbox, settings
+):
     settings.RAGCHAT_BASE_URL = "https://chat.example.com"
     low_confidence(fake_ollama)
     session, answer = await ask(asker, PARKING_Q)
@@ -114,7 +117,9 @@ async def test_greetings_and_confident_answers_are_never_routed(asker, owner, co
         (CONTRACT_Q, "legal", "Owner not found for tag 'legal' - routing to admin"),  # account deactivated
     ],
 )
-async def test_admin_fallback(asker, owner, admin_user, corpus, fake_ollama, mailoutbox, question_text, tag_slug, reason):
+async def test_admin_fallback(
+    asker, owner, admin_user, corpus, fake_ollama, mailoutbox, question_text, tag_slug, reason
+):
     low_confidence(fake_ollama)
     await ask(asker, question_text)
     [question] = await routed()
@@ -243,8 +248,11 @@ async def test_answer_is_delivered_live_into_the_open_session(asker, owner, corp
 
     tab = await open_tab(asker, session.pk)
     assert await tab.connect()
-    response = await post(owner, reverse("routing:question", args=[question.pk]),
-                          {"answer": "Ask the facilities desk on floor 2; permits are free."})
+    response = await post(
+        owner,
+        reverse("routing:question", args=[question.pk]),
+        {"answer": "Ask the facilities desk on floor 2; permits are free."},
+    )
     assert response.status_code == 302
     frame = await tab.receive(timeout=5)
     assert 'class="msg msg-owner' in frame and "Answer from Olivia Owner" in frame
@@ -295,8 +303,7 @@ async def test_similar_questions_are_grouped_and_one_answer_reaches_everyone(
     inbox = (await get(owner, reverse("routing:inbox"))).content.decode()
     assert "2 people asked" in inbox
 
-    response = await post(owner, reverse("routing:question", args=[second.pk]),
-                          {"answer": "At the facilities desk."})
+    response = await post(owner, reverse("routing:question", args=[second.pk]), {"answer": "At the facilities desk."})
     assert response.status_code == 302
     first, second, third = await routed()
     assert (first.status, second.status, third.status) == ("answered", "answered", "open")
@@ -339,7 +346,9 @@ async def test_figures_per_tag(asker, owner, admin_user, corpus, fake_ollama):
 # ------------------------------------------------------------------------------------- verified knowledge
 
 
-async def test_published_answer_is_cited_as_verified_knowledge_next_time(asker, second_asker, owner, corpus, fake_ollama):
+async def test_published_answer_is_cited_as_verified_knowledge_next_time(
+    asker, second_asker, owner, corpus, fake_ollama
+):
     from documents.models import Document
     from documents.tasks import wait_for_background_ingestion
 
@@ -381,7 +390,9 @@ async def test_published_answer_is_cited_as_verified_knowledge_next_time(asker, 
     assert "Verified by Olivia Owner" in page
 
 
-async def test_admin_publishes_an_untagged_fallback_answer_under_a_chosen_tag(asker, admin_user, tags, corpus, fake_ollama):
+async def test_admin_publishes_an_untagged_fallback_answer_under_a_chosen_tag(
+    asker, admin_user, tags, corpus, fake_ollama
+):
     from documents.models import Document
     from documents.tasks import wait_for_background_ingestion
 

@@ -1,6 +1,7 @@
 """Routing embeds the question before it opens its write transaction: an open write transaction holds
 SQLite's write lock, and every other writer (chat turns, ingestion progress) would wait for the
 embedding to finish."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -64,8 +65,13 @@ def test_the_recorder_sees_a_transaction(recorder):
 
 
 def test_a_routed_answer_is_embedded_before_the_transaction(recorder, asker, tags):
-    route = {"tag": "facilities", "owner_user_id": str(tags["facilities"].owner_id), "owner_email": "olivia@example.com",
-             "reason": "Low confidence: 20% - routing to facilities owner", "fallback": False}
+    route = {
+        "tag": "facilities",
+        "owner_user_id": str(tags["facilities"].owner_id),
+        "owner_email": "olivia@example.com",
+        "reason": "Low confidence: 20% - routing to facilities owner",
+        "fallback": False,
+    }
     question = question_route(message=answer(asker, action="ROUTE", route_target=route))
     assert recorder.in_atomic_block == [False]
     assert question.group.embedding and question.group.embedding_model == "hashing-384"

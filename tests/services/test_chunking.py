@@ -3,14 +3,15 @@ real generated documents with the real MiniLM tokenizer (R-DOC-2).
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import pytest
 
+from ragchat.evaluation import docgen
 from ragchat.services.chunking import Chunk, chunk_document, split_sentences
 from ragchat.services.config import RAGSettings
 from ragchat.services.parsing import ParsedDocument, TextBlock, parse_document
-from ragchat.evaluation import docgen
 
 OVERLAP_TOLERANCE = 20  # A6: overlap within +-20 tokens of the setting
 
@@ -67,7 +68,7 @@ def assert_a6(chunks: list[Chunk], *, chunk_size: int, overlap: int, count_token
 
 def long_pdf(pages: int = 12, per_page: int = 22) -> ParsedDocument:
     sentences = docgen.lorem_sentences(pages * per_page)
-    texts = [" ".join(sentences[i * per_page:(i + 1) * per_page]) for i in range(pages)]
+    texts = [" ".join(sentences[i * per_page : (i + 1) * per_page]) for i in range(pages)]
     sections = ["Part One"] + [None] * (pages // 2 - 1) + ["Part Two"] + [None] * (pages - pages // 2 - 1)
     return parse_document(data=docgen.make_pdf(texts, sections=sections, title="Finance Manual"), filename="manual.pdf")
 
@@ -76,7 +77,7 @@ def long_docx(section_count: int = 8) -> tuple[ParsedDocument, list[tuple[str, l
     sections = []
     for index in range(section_count):
         sentences = docgen.lorem_sentences(36, seed=index)
-        paragraphs = [" ".join(sentences[i:i + 6]) for i in range(0, 36, 6)]
+        paragraphs = [" ".join(sentences[i : i + 6]) for i in range(0, 36, 6)]
         sections.append((f"Chapter {index + 1}: Policy area {index + 1}", paragraphs))
     return parse_document(data=docgen.make_docx(sections), filename="handbook.docx"), sections
 
@@ -155,7 +156,10 @@ def test_a6_holds_when_count_tokens_includes_special_tokens(tokenizer):
 def test_a_sentence_longer_than_a_chunk_is_split_on_word_boundaries(count_tokens):
     source_words = [f"item{n}" for n in range(1500)]
     parsed = ParsedDocument(
-        mime_type="text/plain", kind="text", title="List", pages=None,
+        mime_type="text/plain",
+        kind="text",
+        title="List",
+        pages=None,
         blocks=[TextBlock(text=" ".join(source_words))],
     )
     chunks = chunk_document(parsed=parsed, chunk_size=204, overlap=32, count_tokens=count_tokens)
@@ -171,7 +175,10 @@ def test_an_unsplittable_token_is_cut_to_fit(count_tokens):
     # a plain 100+ character run would be a single [UNK])
     blob = "-".join(f"{n:x}" for n in range(1500))
     parsed = ParsedDocument(
-        mime_type="text/plain", kind="text", title="Blob", pages=None,
+        mime_type="text/plain",
+        kind="text",
+        title="Blob",
+        pages=None,
         blocks=[TextBlock(text=f"The key is {blob} and nothing else.")],
     )
     chunks = chunk_document(parsed=parsed, chunk_size=204, overlap=32, count_tokens=count_tokens)

@@ -1,4 +1,5 @@
 """Embedders: the offline local model, Ollama through the fake server, hashing, and the cache."""
+
 from __future__ import annotations
 
 import asyncio

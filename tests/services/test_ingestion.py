@@ -1,5 +1,6 @@
 """The ingestion pipeline (ragchat/services/ingestion.py) against the real embedded Qdrant Edge store
 and the hashing embedder: stages in order, timings, progress, cancellation, replacement."""
+
 from __future__ import annotations
 
 import threading
@@ -7,6 +8,7 @@ import uuid
 
 import pytest
 
+from ragchat.evaluation.docgen import lorem_sentences, make_markdown, make_text
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import HashingEmbedder
 from ragchat.services.errors import EmptyDocumentError, UnsupportedDocumentError
@@ -18,7 +20,6 @@ from ragchat.services.ingestion import (
     ingest_document,
 )
 from ragchat.services.vector_store import VectorService
-from ragchat.evaluation.docgen import lorem_sentences, make_markdown, make_text
 
 TENANT = "default"
 
@@ -63,8 +64,9 @@ async def ingest(store, settings, data: bytes, filename: str = "policy.txt", **k
 
 
 async def test_stages_store_every_chunk_with_its_payload(store, settings):
-    data = make_markdown([("Travel", ["Trains are booked in second class.", *lorem_sentences(40, seed=1)])],
-                         title="Travel policy")
+    data = make_markdown(
+        [("Travel", ["Trains are booked in second class.", *lorem_sentences(40, seed=1)])], title="Travel policy"
+    )
     result = await ingest(store, settings, data, "travel.md", metadata={"path": "finance/travel.md"})
     assert result.parsed.kind == "markdown"
     assert result.document_name == "Travel policy"
@@ -97,15 +99,21 @@ async def test_progress_reports_each_stage_and_batch_in_order(store, settings):
     async def on_parsed(parsed):
         parsed_titles.append(parsed.title)
 
-    result = await ingest(store, settings, make_text(lorem_sentences(60, seed=3)), on_parsed=on_parsed,
-                          progress=lambda stage, done, total: calls.append((stage, done, total)))
+    result = await ingest(
+        store,
+        settings,
+        make_text(lorem_sentences(60, seed=3)),
+        on_parsed=on_parsed,
+        progress=lambda stage, done, total: calls.append((stage, done, total)),
+    )
     total = result.chunk_count
     batches = -(-total // 4)
     assert parsed_titles == [result.parsed.title]
     assert calls[:2] == [("parse", 1, 1), ("chunk", total, total)]
     assert [c for c in calls if c[0] == "embed"] == [("embed", min(4 * i, total), total) for i in range(1, batches + 1)]
-    assert [c for c in calls if c[0] == "upsert"] == [("upsert", min(4 * i, total), total)
-                                                      for i in range(1, batches + 1)]
+    assert [c for c in calls if c[0] == "upsert"] == [
+        ("upsert", min(4 * i, total), total) for i in range(1, batches + 1)
+    ]
     assert calls[-1] == ("upsert", total, total)
 
 
@@ -119,8 +127,14 @@ async def test_cancel_between_batches_raises_and_the_caller_purges_only_that_doc
             stop.set()  # two batches are in the store
 
     with pytest.raises(IngestionCancelled):
-        await ingest(store, settings, make_text(lorem_sentences(80, seed=5)), document_id=document_id,
-                     progress=progress, cancelled=stop.is_set)
+        await ingest(
+            store,
+            settings,
+            make_text(lorem_sentences(80, seed=5)),
+            document_id=document_id,
+            progress=progress,
+            cancelled=stop.is_set,
+        )
     assert await store.count(document_id=document_id) == 8, "the pipeline itself leaves the purge to its caller"
     await store.delete_document(document_id, tenant_id=TENANT)
     assert await store.count(document_id=document_id) == 0
@@ -136,8 +150,9 @@ async def test_cancelled_before_start_touches_nothing(store, settings):
 
 async def test_a_new_version_replaces_the_old_chunks(store, settings):
     document_id = new_id()
-    first = await ingest(store, settings, make_text(["Zebra stripes.", *lorem_sentences(60, seed=6)]),
-                         document_id=document_id)
+    first = await ingest(
+        store, settings, make_text(["Zebra stripes.", *lorem_sentences(60, seed=6)]), document_id=document_id
+    )
     assert first.chunk_count > 2
     second = await ingest(store, settings, make_text(["Giraffe necks only."]), document_id=document_id)
     assert second.chunk_count == 1
@@ -167,6 +182,7 @@ async def test_a_failing_progress_callback_stops_the_pipeline(store, settings):
 
     document_id = new_id()
     with pytest.raises(RuntimeError, match="injected"):
-        await ingest(store, settings, make_text(lorem_sentences(60, seed=8)), document_id=document_id,
-                     progress=progress)
+        await ingest(
+            store, settings, make_text(lorem_sentences(60, seed=8)), document_id=document_id, progress=progress
+        )
     assert await store.count(document_id=document_id) == 4  # one batch, then the caller's purge

@@ -2,6 +2,7 @@
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -9,6 +10,7 @@ import time
 
 import pytest
 
+from ragchat.fake_ollama import FakeOllama
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import (
     LLMConnectionError,
@@ -20,7 +22,6 @@ from ragchat.services.errors import (
 from ragchat.services.llm import OllamaLLM, Usage, model_present, parse_rating
 from ragchat.services.tokens import Calibration
 from ragchat.services.types import ChatMessage
-from ragchat.fake_ollama import FakeOllama
 
 TIMEOUT = 1.0
 # Generous slack for a shared 2-core machine; the point is "about TIMEOUT", not "eventually".
@@ -54,14 +55,14 @@ async def collect(llm: OllamaLLM, model: str = "llama3.2", **kwargs) -> list[str
 async def test_stream_yields_pieces_in_order(fake_ollama: FakeOllama, llm: OllamaLLM) -> None:
     fake_ollama.reply("You get twenty five days [SourceId: 550e8400-e29b-41d4-a716-446655440000:0].")
     pieces = await collect(llm)
-    assert "".join(pieces) == (
-        "You get twenty five days [SourceId: 550e8400-e29b-41d4-a716-446655440000:0].")
+    assert "".join(pieces) == ("You get twenty five days [SourceId: 550e8400-e29b-41d4-a716-446655440000:0].")
     assert pieces[:3] == ["You", " ", "get"]
     assert all(pieces)  # no empty strings leak out (the final usage chunk has no text)
 
 
 async def test_stream_reports_usage_from_final_chunk_and_calibrates(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     fake_ollama.reply("Twenty five days.")
     usages: list[Usage] = []
@@ -80,7 +81,8 @@ async def test_stream_reports_usage_from_final_chunk_and_calibrates(
 
 
 async def test_num_ctx_num_predict_temperature_keep_alive_sent(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     await collect(llm, "llama3.2")
     await collect(llm, "qwen3:8b")
@@ -103,7 +105,8 @@ async def test_num_predict_capped_by_model_max_response(fake_ollama: FakeOllama)
 
 
 async def test_reasoning_flag_false_for_qwen3_and_not_sent_for_llama(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     fake_ollama.reply("Twenty five.")
     answer = "".join(await collect(llm, "qwen3:8b"))
@@ -115,7 +118,8 @@ async def test_reasoning_flag_false_for_qwen3_and_not_sent_for_llama(
 
 
 async def test_slow_first_token_times_out_within_rag_timeout(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     fake_ollama.first_token_delay(10)
     started = time.monotonic()
@@ -128,7 +132,8 @@ async def test_slow_first_token_times_out_within_rag_timeout(
 
 
 async def test_mid_stream_stall_times_out_within_rag_timeout(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     fake_ollama.reply("one two three four five six")
     fake_ollama.stall_after(4, 10)
@@ -160,7 +165,8 @@ async def test_slow_but_steady_stream_is_not_a_timeout(fake_ollama: FakeOllama, 
 
 
 async def test_connection_refused_raises_llm_connection_error(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     fake_ollama.refuse_connections()
     started = time.monotonic()
@@ -173,7 +179,8 @@ async def test_connection_refused_raises_llm_connection_error(
 
 
 async def test_http_500_is_retried_then_llm_response_error(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     fake_ollama.fail_with(status=500, times=None)
     with pytest.raises(LLMResponseError):
@@ -242,7 +249,8 @@ async def test_validate_model_not_allowed(fake_ollama: FakeOllama, llm: OllamaLL
 
 
 async def test_validate_model_matches_tags_spec_v3_defect_fix(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     """Spec v3 defect fix: spec v3 compared `m["name"].split(":")[0]` with the requested model, so
     `qwen3:8b` and `deepseek-r1:32b` could never be found. Names are compared WITH their tag, a
@@ -256,7 +264,8 @@ async def test_validate_model_matches_tags_spec_v3_defect_fix(
 
 
 async def test_validate_model_other_tag_does_not_count_spec_v3_defect_fix(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     """Spec v3 defect fix: `qwen3:14b` being pulled does not make `qwen3:8b` available, and
     `llama3.2:1b` is not `llama3.2` (= `llama3.2:latest`)."""
@@ -311,7 +320,8 @@ async def test_concurrent_streams_are_independent(fake_ollama: FakeOllama, llm: 
 
 
 async def test_consumer_leaving_early_closes_the_connection(
-    fake_ollama: FakeOllama, llm: OllamaLLM,
+    fake_ollama: FakeOllama,
+    llm: OllamaLLM,
 ) -> None:
     """A client that goes away (closed tab) must not leave Ollama generating into the void."""
     fake_ollama.reply("one two three four five six")
@@ -324,8 +334,12 @@ async def test_consumer_leaving_early_closes_the_connection(
 
 async def test_retries_never_outlast_rag_timeout(fake_ollama: FakeOllama) -> None:
     """The retry backoff (here 0.4 s, 0.8 s, ...) is cut at the RAG_TIMEOUT_SECONDS deadline."""
-    settings = RAGSettings(ollama_base_url=fake_ollama.url, rag_timeout_seconds=TIMEOUT,
-                           rag_retry_initial_delay=0.4, rag_retry_max_delay=10)
+    settings = RAGSettings(
+        ollama_base_url=fake_ollama.url,
+        rag_timeout_seconds=TIMEOUT,
+        rag_retry_initial_delay=0.4,
+        rag_retry_max_delay=10,
+    )
     fake_ollama.fail_with(status=502, times=None)
     started = time.monotonic()
     with pytest.raises(LLMResponseError):
@@ -335,8 +349,9 @@ async def test_retries_never_outlast_rag_timeout(fake_ollama: FakeOllama) -> Non
 
 
 async def test_health_requires_the_ollama_embedding_model_when_used(fake_ollama: FakeOllama) -> None:
-    settings = RAGSettings(ollama_base_url=fake_ollama.url, embedding_backend="ollama",
-                           embedding_model="mxbai-embed-large")
+    settings = RAGSettings(
+        ollama_base_url=fake_ollama.url, embedding_backend="ollama", embedding_model="mxbai-embed-large"
+    )
     health = await OllamaLLM(settings).health()
     assert health["reachable"] is True and health["ok"] is False
     assert health["missing"] == ["mxbai-embed-large"]

@@ -1,4 +1,5 @@
 """Structured JSON logs carrying the request id."""
+
 from __future__ import annotations
 
 import asyncio

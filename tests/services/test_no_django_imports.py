@@ -1,4 +1,5 @@
 """ragchat/services is the stateless core: it must never import Django (DESIGN.md, issue 2)."""
+
 from __future__ import annotations
 
 import ast
@@ -40,9 +41,7 @@ def test_services_do_not_import_django():
     files = service_files()
     assert len(files) >= 10  # the core is there, not an empty folder
     offenders = {
-        str(p.relative_to(REPO_ROOT)): names
-        for p in files
-        if (names := django_imports(p.read_text(encoding="utf-8")))
+        str(p.relative_to(REPO_ROOT)): names for p in files if (names := django_imports(p.read_text(encoding="utf-8")))
     }
     assert offenders == {}
 

@@ -4,6 +4,7 @@ Spec v3 "Testing Requirements" → Integration Tests, by name, plus the pipeline
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -55,18 +56,68 @@ VACATION, CARRYOVER, CONTRACTORS, EXPENSES, ACME_SALARY, GLOBEX_SALARY = (
 )  # fmt: skip
 
 
-def chunk(doc: str, index: int, name: str, text: str, tags: tuple[str, ...], tenant: str = "default", **kw) -> ChunkRecord:
+def chunk(
+    doc: str, index: int, name: str, text: str, tags: tuple[str, ...], tenant: str = "default", **kw
+) -> ChunkRecord:
     return ChunkRecord(doc, index, name, text, tags, tenant_id=tenant, **kw)
 
 
 CORPUS = [
-    chunk(VACATION, 0, "vacation.md", "Vacation policy: full-time employees get twenty five vacation days of paid leave per calendar year.", ("hr",), page_number=1, section="Leave"),
-    chunk(VACATION, 1, "vacation.md", "Vacation days are requested in the HR portal at least two weeks before the first day off.", ("hr",), page_number=2, section="Leave"),
-    chunk(CARRYOVER, 0, "carryover.md", "Unused vacation days can be carried over until the end of March of the following year.", ("hr", "public")),
-    chunk(CONTRACTORS, 0, "contractors.md", "Contractors must sign the confidentiality agreement and return their badge when the engagement ends.", ("legal",)),
-    chunk(EXPENSES, 0, "expenses.md", "Expense reports must be filed within thirty days with receipts attached.", ("finance",)),
-    chunk(ACME_SALARY, 0, "acme-salaries.md", "Acme salary bands for engineers are reviewed every spring by the acme board.", ("hr",), tenant="acme"),
-    chunk(GLOBEX_SALARY, 0, "globex-salaries.md", "Globex salary bands for engineers are reviewed every autumn by the globex council.", ("hr",), tenant="globex"),
+    chunk(
+        VACATION,
+        0,
+        "vacation.md",
+        "Vacation policy: full-time employees get twenty five vacation days of paid leave per calendar year.",
+        ("hr",),
+        page_number=1,
+        section="Leave",
+    ),
+    chunk(
+        VACATION,
+        1,
+        "vacation.md",
+        "Vacation days are requested in the HR portal at least two weeks before the first day off.",
+        ("hr",),
+        page_number=2,
+        section="Leave",
+    ),
+    chunk(
+        CARRYOVER,
+        0,
+        "carryover.md",
+        "Unused vacation days can be carried over until the end of March of the following year.",
+        ("hr", "public"),
+    ),
+    chunk(
+        CONTRACTORS,
+        0,
+        "contractors.md",
+        "Contractors must sign the confidentiality agreement and return their badge when the engagement ends.",
+        ("legal",),
+    ),
+    chunk(
+        EXPENSES,
+        0,
+        "expenses.md",
+        "Expense reports must be filed within thirty days with receipts attached.",
+        ("finance",),
+    ),
+    chunk(
+        ACME_SALARY,
+        0,
+        "acme-salaries.md",
+        "Acme salary bands for engineers are reviewed every spring by the acme board.",
+        ("hr",),
+        tenant="acme",
+    ),
+    chunk(
+        GLOBEX_SALARY,
+        0,
+        "globex-salaries.md",
+        "Globex salary bands for engineers are reviewed every autumn by the globex council.",
+        ("hr",),
+        tenant="globex",
+    ),
 ]
 VACATION_Q = "How many vacation days do employees get?"
 
@@ -166,8 +217,12 @@ async def test_generate_full_pipeline(rag, fake_ollama):
     # the prompt: spec system prompt with SourceId context blocks, the question as the user message
     (body,) = chat_requests(fake_ollama)
     system, user = body["messages"][0], body["messages"][-1]
-    assert system["role"] == "system" and user == {"role": "user", "content": VACATION_Q} | {k: v for k, v in user.items() if k not in ("role", "content")}
-    assert system["content"].startswith("You are a helpful assistant that answers questions based ONLY on the provided context.")
+    assert system["role"] == "system" and user == {"role": "user", "content": VACATION_Q} | {
+        k: v for k, v in user.items() if k not in ("role", "content")
+    }
+    assert system["content"].startswith(
+        "You are a helpful assistant that answers questions based ONLY on the provided context."
+    )
     assert build_context(response.context) in system["content"]
     assert body.get("stream") is True
     # timings of every stage, request id, strategy
@@ -188,7 +243,12 @@ async def test_generate_zero_context(vector, rag_settings, fake_ollama, case):
         request = RAGRequest(query=VACATION_Q, user_tags=["hr"])
     response = await rag.generate(request)
     assert response.answer == INSUFFICIENT_CONTEXT_ANSWER
-    assert (response.confidence.overall, response.confidence.retrieval_score, response.confidence.coverage_score, response.confidence.llm_score) == (0, 0.0, 0.0, 0)
+    assert (
+        response.confidence.overall,
+        response.confidence.retrieval_score,
+        response.confidence.coverage_score,
+        response.confidence.llm_score,
+    ) == (0, 0.0, 0.0, 0)
     assert response.citations == [] and response.grounded is False
     assert response.action == "ROUTE"
     route = response.route_to
@@ -210,7 +270,12 @@ async def test_generate_low_confidence_routes(rag, fake_ollama, owners):
     assert response.action == "ROUTE"
     assert response.grounded is False
     route = response.route_to
-    assert (route.tag, route.owner_user_id, route.owner_email, route.fallback) == ("hr", "42", "hr.owner@company.com", False)
+    assert (route.tag, route.owner_user_id, route.owner_email, route.fallback) == (
+        "hr",
+        "42",
+        "hr.owner@company.com",
+        False,
+    )
     assert route.reason == f"Low confidence: {response.confidence.overall}% - routing to hr owner"
 
 
@@ -234,12 +299,16 @@ async def test_generate_token_budget(rag, fake_ollama, rag_settings, vector):
     # A tight context budget keeps the best-scored chunks and drops the lowest-scored first.
     fake_ollama.reset()
     cite(fake_ollama, 1)
-    full = await RAGService(vector, rag_settings, token_counter=counter).generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    full = await RAGService(vector, rag_settings, token_counter=counter).generate(
+        RAGRequest(query=VACATION_Q, user_tags=["hr"])
+    )
     best = max(full.context, key=lambda r: r.score)
     tight_settings = replace(rag_settings, rag_max_context_tokens=counter.count(best.chunk_text, model="llama3.2") + 5)
     fake_ollama.reset()
     cite(fake_ollama, 1)
-    tight = await RAGService(vector, tight_settings, token_counter=counter).generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    tight = await RAGService(vector, tight_settings, token_counter=counter).generate(
+        RAGRequest(query=VACATION_Q, user_tags=["hr"])
+    )
     assert len(full.context) > 1
     assert [r.source_id for r in tight.context] == [best.source_id]
     assert tight.context_chunks_used == 1
@@ -305,7 +374,10 @@ async def test_stream_event_order(rag, fake_ollama):
 
 
 async def test_stream_zero_context_and_smalltalk_tokens_are_the_answer(rag, fake_ollama):
-    for request in (RAGRequest(query=VACATION_Q, user_tags=["hr"], tenant_id="empty-tenant"), RAGRequest(query="hello there", user_tags=["hr"])):
+    for request in (
+        RAGRequest(query=VACATION_Q, user_tags=["hr"], tenant_id="empty-tenant"),
+        RAGRequest(query="hello there", user_tags=["hr"]),
+    ):
         events, tokens, error = await collect(rag, request)
         assert error is None and isinstance(events[-1], FinalEvent)
         assert "".join(tokens) == events[-1].response.answer
@@ -458,8 +530,12 @@ async def test_concurrent_requests_do_not_mix(rag, fake_ollama):
     cite(fake_ollama, 1)
     fake_ollama.token_delay(0.005)
     a, b = await asyncio.gather(
-        rag.generate(RAGRequest(query="How are salary bands for engineers reviewed?", user_tags=["hr"], tenant_id="acme")),
-        rag.generate(RAGRequest(query="How are salary bands for engineers reviewed?", user_tags=["hr"], tenant_id="globex")),
+        rag.generate(
+            RAGRequest(query="How are salary bands for engineers reviewed?", user_tags=["hr"], tenant_id="acme")
+        ),
+        rag.generate(
+            RAGRequest(query="How are salary bands for engineers reviewed?", user_tags=["hr"], tenant_id="globex")
+        ),
     )
     assert [c.document_id for c in a.citations] == [ACME_SALARY]
     assert [c.document_id for c in b.citations] == [GLOBEX_SALARY]
@@ -558,4 +634,8 @@ async def test_service_stage_methods(rag, owners):
     assert len(chunks) == 2 and chunks[0].document_id == VACATION
     assert all(c.score >= rag.min_similarity_score for c in chunks)
     target = await rag.get_route_target(chunks, confidence=41)
-    assert (target.tag, target.owner_email, target.reason) == ("hr", "hr@company.com", "Low confidence: 41% - routing to hr owner")
+    assert (target.tag, target.owner_email, target.reason) == (
+        "hr",
+        "hr@company.com",
+        "Low confidence: 41% - routing to hr owner",
+    )

@@ -3,6 +3,7 @@ spec-defect fixes and the core's additions (smalltalk, query strategy, rerank st
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import logging
@@ -80,8 +81,7 @@ def test_build_context_with_source_ids():
         assert re.fullmatch(r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}:\d+", source_id)
     # The spec's chunk format, page/section shown as N/A when unknown.
     assert (
-        f"[SourceId: {DOC_A}:3]\n[Document: handbook.pdf]\n[Page: 4] [Section: Leave]\n---\n"
-        "Vacation is 25 days.\n---"
+        f"[SourceId: {DOC_A}:3]\n[Document: handbook.pdf]\n[Page: 4] [Section: Leave]\n---\nVacation is 25 days.\n---"
     ) in context
     assert "[Page: N/A] [Section: N/A]\n---\nContractors are not eligible.\n---" in context
 
@@ -90,8 +90,13 @@ def test_prompt_templates_are_verbatim():
     assert RAG_SYSTEM_PROMPT.startswith(
         "You are a helpful assistant that answers questions based ONLY on the provided context.\n\nSTRICT RULES:\n"
     )
-    assert "4. Cite sources using the exact SourceId provided (e.g., [SourceId: 550e8400-e29b-41d4-a716-446655440000:0])\n" in RAG_SYSTEM_PROMPT
-    assert RAG_SYSTEM_PROMPT.endswith("CONTEXT (each section has a SourceId for citation):\n{context}\n\nPREVIOUS CONVERSATION:\n{chat_history}\n")
+    assert (
+        "4. Cite sources using the exact SourceId provided (e.g., [SourceId: 550e8400-e29b-41d4-a716-446655440000:0])\n"
+        in RAG_SYSTEM_PROMPT
+    )
+    assert RAG_SYSTEM_PROMPT.endswith(
+        "CONTEXT (each section has a SourceId for citation):\n{context}\n\nPREVIOUS CONVERSATION:\n{chat_history}\n"
+    )
     assert CONFIDENCE_PROMPT.endswith("Respond with ONLY a number between 0 and 100.")
     assert "- 50-69: Answer is partially supported, some gaps filled\n" in CONFIDENCE_PROMPT
     assert INSUFFICIENT_CONTEXT_ANSWER == (
@@ -183,8 +188,12 @@ def test_coverage_ignores_source_id_markers():
     chunks = [result(DOC_A, 3, "Vacation allowance is twenty five days.", document_name="handbook.pdf")]
     answer = f"Contractors get nothing [SourceId: {DOC_A}:3] [SourceId: {DOC_A}:3]"
     # The spec's way (answer with markers vs the prompt's context block) is inflated by the ids:
-    spec_way_answer_terms = {w for w in re.findall(r"\b[a-z0-9]+\b", answer.lower()) if w not in STOPWORDS and len(w) >= 3}
-    spec_way_context_terms = {w for w in re.findall(r"\b[a-z0-9]+\b", build_context(chunks).lower()) if w not in STOPWORDS and len(w) >= 3}
+    spec_way_answer_terms = {
+        w for w in re.findall(r"\b[a-z0-9]+\b", answer.lower()) if w not in STOPWORDS and len(w) >= 3
+    }
+    spec_way_context_terms = {
+        w for w in re.findall(r"\b[a-z0-9]+\b", build_context(chunks).lower()) if w not in STOPWORDS and len(w) >= 3
+    }
     spec_way = len(spec_way_answer_terms & spec_way_context_terms) / len(spec_way_answer_terms)
     assert spec_way > 0.6  # 6 of the 9 "terms" come from the marker
     # Ours: only "contractors" and "nothing" are answer terms, neither is in the chunk text.
@@ -271,7 +280,9 @@ def test_token_budget_exceeded():
     with pytest.raises(TokenBudgetExceededError, match="exceeds context window"):
         budget.allocate(system, [], [result()], words)
     # exactly filling the window is allowed (budget 0, nothing else fits)
-    _, _, chunks = TokenBudget("llama3.2", RAGSettings()).allocate(" ".join(["w"] * (8192 - 1024)), [], [result()], words)
+    _, _, chunks = TokenBudget("llama3.2", RAGSettings()).allocate(
+        " ".join(["w"] * (8192 - 1024)), [], [result()], words
+    )
     assert chunks == []
 
 
@@ -311,7 +322,10 @@ def test_deduplicate_chunks():
     assert [(c.document_id, c.chunk_index) for c in kept] == [(DOC_A, 0), (DOC_A, 1)]
     # exactly at the threshold is not a duplicate (strictly greater than 0.9)
     ten = " ".join(f"w{i}" for i in range(9))
-    assert len(deduplicate_chunks([result(text=ten), result(chunk_index=1, text=ten + " extra")], threshold=0.9, cap=15)) == 2
+    assert (
+        len(deduplicate_chunks([result(text=ten), result(chunk_index=1, text=ten + " extra")], threshold=0.9, cap=15))
+        == 2
+    )
 
 
 def test_deduplicate_respects_cap():
@@ -399,7 +413,13 @@ def test_smalltalk_detected(message):
 
 @pytest.mark.parametrize(
     "message",
-    ["hi, how many vacation days?", "hello, what is the expense limit", "thanks - and what about contractors?", "is there a holiday?", "later this year?"],
+    [
+        "hi, how many vacation days?",
+        "hello, what is the expense limit",
+        "thanks - and what about contractors?",
+        "is there a holiday?",
+        "later this year?",
+    ],
 )
 def test_smalltalk_not_detected_when_content(message):
     assert detect_smalltalk(message) is None
@@ -421,9 +441,19 @@ def lookup_from(table: dict[str, TagOwner | None]):
 
 async def test_get_route_target_with_owner():
     lookup = lookup_from({"hr": TagOwner(user_id="17", email="hr.lead@company.com")})
-    context = [result(tags=("public", "hr")), result(chunk_index=1, tags=("hr", "finance")), result(chunk_index=2, tags=("finance",)), result(chunk_index=3, tags=("hr",))]
+    context = [
+        result(tags=("public", "hr")),
+        result(chunk_index=1, tags=("hr", "finance")),
+        result(chunk_index=2, tags=("finance",)),
+        result(chunk_index=3, tags=("hr",)),
+    ]
     target = await get_route_target(context, owner_lookup=lookup, admin_email=ADMIN, tenant_id="acme")
-    assert (target.tag, target.owner_user_id, target.owner_email, target.fallback) == ("hr", "17", "hr.lead@company.com", False)
+    assert (target.tag, target.owner_user_id, target.owner_email, target.fallback) == (
+        "hr",
+        "17",
+        "hr.lead@company.com",
+        False,
+    )
     assert target.reason == "Routing to hr owner"
     assert lookup.calls == [("hr", "acme")]
     low = await get_route_target(context, owner_lookup=lookup, admin_email=ADMIN, confidence=45)
@@ -438,13 +468,24 @@ async def test_route_tie_goes_to_first_seen_tag():
 
 async def test_get_route_target_no_owner():
     context = [result(tags=("hr",))]
-    no_owner = await get_route_target(context, owner_lookup=lookup_from({"hr": TagOwner(None, None)}), admin_email=ADMIN)
-    assert (no_owner.tag, no_owner.owner_user_id, no_owner.owner_email, no_owner.fallback) == ("system", None, ADMIN, True)
+    no_owner = await get_route_target(
+        context, owner_lookup=lookup_from({"hr": TagOwner(None, None)}), admin_email=ADMIN
+    )
+    assert (no_owner.tag, no_owner.owner_user_id, no_owner.owner_email, no_owner.fallback) == (
+        "system",
+        None,
+        ADMIN,
+        True,
+    )
     assert no_owner.reason == "No owner for tag 'hr' - routing to admin"
     missing_tag = await get_route_target(context, owner_lookup=lookup_from({}), admin_email=ADMIN)
     assert missing_tag.reason == "No owner for tag 'hr' - routing to admin"
     gone = await get_route_target(context, owner_lookup=lookup_from({"hr": TagOwner("9", None)}), admin_email=ADMIN)
-    assert (gone.reason, gone.fallback, gone.owner_email) == ("Owner not found for tag 'hr' - routing to admin", True, ADMIN)
+    assert (gone.reason, gone.fallback, gone.owner_email) == (
+        "Owner not found for tag 'hr' - routing to admin",
+        True,
+        ADMIN,
+    )
     only_public = await get_route_target([result(tags=("public",))], owner_lookup=lookup_from({}), admin_email=ADMIN)
     assert only_public.reason == "No specific tags in context - routing to admin"
 
@@ -500,6 +541,7 @@ async def test_validate_model_not_allowed(fake_ollama):
 
 # ---------------------------------------------------------------- grounded (through RAGService: fake Ollama + Edge index)
 
+from ragchat.services.types import RAGRequest  # noqa: E402
 from tests.services.test_rag_integration import (  # noqa: E402 - fixtures shared with the integration tests
     VACATION_Q,
     cite,
@@ -508,7 +550,6 @@ from tests.services.test_rag_integration import (  # noqa: E402 - fixtures share
     rag_settings,  # noqa: F401
     vector,  # noqa: F401
 )
-from ragchat.services.types import RAGRequest  # noqa: E402
 
 
 async def test_grounded_true_with_citations(rag, fake_ollama):  # noqa: F811

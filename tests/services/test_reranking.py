@@ -2,6 +2,7 @@
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 import logging
 from dataclasses import replace
 

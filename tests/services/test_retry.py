@@ -1,5 +1,6 @@
 """Retries with exponential backoff for transient errors only (docs/specs/rag-llm-service-architecture.md
 §Retry Logic)."""
+
 from __future__ import annotations
 
 import socket
@@ -38,23 +39,42 @@ def test_policy_defaults_are_seed_003() -> None:
     assert [policy.delay(n) for n in range(5)] == [1.0, 2.0, 4.0, 8.0, 10.0]
 
 
-@pytest.mark.parametrize("error", [
-    _status_error(500), _status_error(502), _status_error(503), _status_error(504),
-    ollama.ResponseError("busy", 503), QdrantLikeError(502),
-    httpx.ConnectError("refused"), httpx.ConnectTimeout("slow connect"),
-    httpx.RemoteProtocolError("reset"), ConnectionResetError(), ConnectionError("ollama down"),
-    socket.gaierror(-2, "Name or service not known"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        _status_error(500),
+        _status_error(502),
+        _status_error(503),
+        _status_error(504),
+        ollama.ResponseError("busy", 503),
+        QdrantLikeError(502),
+        httpx.ConnectError("refused"),
+        httpx.ConnectTimeout("slow connect"),
+        httpx.RemoteProtocolError("reset"),
+        ConnectionResetError(),
+        ConnectionError("ollama down"),
+        socket.gaierror(-2, "Name or service not known"),
+    ],
+)
 def test_transient_errors(error: BaseException) -> None:
     assert is_transient_error(error)
 
 
-@pytest.mark.parametrize("error", [
-    _status_error(400), _status_error(401), _status_error(403), _status_error(404),
-    ollama.ResponseError('model "x" not found', 404), QdrantLikeError(400),
-    ollama.ResponseError("in-stream error"),  # status -1: the model failed mid-answer
-    httpx.ReadTimeout("slow answer"), ValueError("validation"), KeyError("x"),
-])
+@pytest.mark.parametrize(
+    "error",
+    [
+        _status_error(400),
+        _status_error(401),
+        _status_error(403),
+        _status_error(404),
+        ollama.ResponseError('model "x" not found', 404),
+        QdrantLikeError(400),
+        ollama.ResponseError("in-stream error"),  # status -1: the model failed mid-answer
+        httpx.ReadTimeout("slow answer"),
+        ValueError("validation"),
+        KeyError("x"),
+    ],
+)
 def test_permanent_errors(error: BaseException) -> None:
     assert not is_transient_error(error)
 
@@ -147,7 +167,10 @@ async def test_retry_async_custom_predicate_and_loose_keywords() -> None:
         return "done"
 
     result = await retry_async(
-        qdrant_busy, attempts=2, initial_delay=0.001, max_delay=0.001,
+        qdrant_busy,
+        attempts=2,
+        initial_delay=0.001,
+        max_delay=0.001,
         is_transient=lambda e: getattr(e, "status_code", None) == 409,
     )
     assert result == "done" and len(calls) == 2

@@ -3,16 +3,17 @@ only off the query path.
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import pytest
 
+from ragchat.fake_ollama import FakeOllama
 from ragchat.services.budget import TokenBudget
 from ragchat.services.config import RAGSettings
 from ragchat.services.llm import OllamaLLM
 from ragchat.services.tokens import Calibration, ExactCountCache, TokenCounter
 from ragchat.services.types import ChatMessage, SearchResult
-from ragchat.fake_ollama import FakeOllama
 
 CHUNKS = [
     "Employees get twenty five days of paid vacation per year, plus public holidays.",
@@ -44,13 +45,17 @@ def test_counting_a_five_chunk_question_makes_no_llm_round_trip_spec_v3_defect_f
     counter = TokenCounter("llama3.2", base_url=fake_ollama.url)
     budget = TokenBudget("llama3.2", RAGSettings())
     results = [
-        SearchResult(document_id=f"550e8400-e29b-41d4-a716-44665544000{i}", chunk_index=i,
-                     document_name="handbook.pdf", chunk_text=text, score=0.9 - i / 10)
+        SearchResult(
+            document_id=f"550e8400-e29b-41d4-a716-44665544000{i}",
+            chunk_index=i,
+            document_name="handbook.pdf",
+            chunk_text=text,
+            score=0.9 - i / 10,
+        )
         for i, text in enumerate(CHUNKS)
     ]
     history = [ChatMessage(role="user", content="Hi"), ChatMessage(role="assistant", content="Hello")]
-    budget.allocate("You answer from the context. Question: how much leave?", history, results,
-                    counter.count)
+    budget.allocate("You answer from the context. Question: how much leave?", history, results, counter.count)
     for text in CHUNKS:
         assert counter.count(text) > 0
     assert fake_ollama.requests == []

@@ -1,4 +1,5 @@
 """Shared by the indexing commands: open the vector store or explain why it cannot be opened."""
+
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync

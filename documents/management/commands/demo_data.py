@@ -4,6 +4,7 @@ start (`make run` does): what exists is kept; documents already present are not 
 
 Runs ingestion in this process, so in embedded mode run it while the server is stopped.
 """
+
 from __future__ import annotations
 
 import os
@@ -72,7 +73,11 @@ class Command(BaseCommand):
         tags = {"public": services.tag_ensure_public(tenant_id=TENANT)}
         for slug, (name, owner, members, description) in TAGS.items():
             tag = services.tag_create(
-                tenant_id=TENANT, name=name, slug=slug, owner=users[owner], description=description,
+                tenant_id=TENANT,
+                name=name,
+                slug=slug,
+                owner=users[owner],
+                description=description,
                 members=[users[m] for m in members],
             )
             tags[slug] = tag
@@ -83,7 +88,9 @@ class Command(BaseCommand):
 
     def _documents(self, admin, tags):
         files = demo_files()
-        missing = [f for f in files if not Document.objects.filter(tenant_id=TENANT, original_filename=f.filename).exists()]
+        missing = [
+            f for f in files if not Document.objects.filter(tenant_id=TENANT, original_filename=f.filename).exists()
+        ]
         if not missing:
             self.stdout.write(f"Demo documents: all {len(files)} present.")
             return
@@ -92,8 +99,11 @@ class Command(BaseCommand):
             for demo in missing:
                 try:
                     document = services.document_create(
-                        user=admin, data=demo.data, filename=demo.filename,
-                        tags=[tags[slug] for slug in demo.tags], check_permissions=False,
+                        user=admin,
+                        data=demo.data,
+                        filename=demo.filename,
+                        tags=[tags[slug] for slug in demo.tags],
+                        check_permissions=False,
                     )
                 except services.DuplicateDocument:
                     continue
@@ -106,7 +116,7 @@ class Command(BaseCommand):
 
     def _print_credentials(self, created):
         self.stdout.write("Demo accounts (local demo only; change or remove them for real use):")
-        for username, first, last, _email, password, role in PEOPLE:
+        for username, first, last, _email, password, _role in PEOPLE:
             detail = {
                 "admin": "admin: every tag, Django admin",
                 "fiona": "owns Finance and Handbook",

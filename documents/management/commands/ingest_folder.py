@@ -4,6 +4,7 @@
 
 Runs ingestion in this process, so in embedded mode run it while the server is stopped.
 """
+
 from __future__ import annotations
 
 import time
@@ -54,10 +55,12 @@ class Command(BaseCommand):
         elapsed = time.perf_counter() - started
         for problem in problems:
             self.stderr.write(problem)
-        self.stdout.write(self.style.SUCCESS(
-            f"{len(files)} files in {elapsed:.1f} s: {summary['indexed']} indexed ({summary['chunks']} chunks), "
-            f"{summary['duplicate']} already present, {summary['refused']} refused, {summary['failed']} failed."
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                f"{len(files)} files in {elapsed:.1f} s: {summary['indexed']} indexed ({summary['chunks']} chunks), "
+                f"{summary['duplicate']} already present, {summary['refused']} refused, {summary['failed']} failed."
+            )
+        )
 
     def _one(self, path, uploader, tags, summary, problems):
         try:

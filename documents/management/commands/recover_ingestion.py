@@ -6,6 +6,7 @@ The server does this by itself on start with the in-process backend (documents/r
 `db_worker` processes, run it when no worker is alive, or with --older-than-minutes longer than any
 ingestion takes. In embedded mode (no QDRANT_URL) run it while the server is stopped.
 """
+
 from __future__ import annotations
 
 from datetime import timedelta
@@ -22,8 +23,12 @@ class Command(BaseCommand):
     help = "Recover documents whose ingestion was interrupted (crash, restart)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--older-than-minutes", type=float, default=0.0,
-                            help="only documents not touched for this long (default: all)")
+        parser.add_argument(
+            "--older-than-minutes",
+            type=float,
+            default=0.0,
+            help="only documents not touched for this long (default: all)",
+        )
 
     def handle(self, *args, older_than_minutes, **options):
         started_before = timezone.now() - timedelta(minutes=older_than_minutes)

@@ -2,6 +2,7 @@
 websocket, N concurrent streams, peak memory; a table, then one JSON line. Nothing touches the live
 database or index: every part runs in scratch directories (or a scratch collection on QDRANT_URL).
 """
+
 import asyncio
 import json
 import logging
@@ -27,29 +28,70 @@ class Command(BaseCommand):
         parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
         parser.add_argument("--json", dest="json_out", help="also write the report here")
         parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
-        parser.add_argument("--token-interval-ms", type=float, default=20.0,
-                            help="the fake model's time between tokens in the concurrency runs (20 = 50 tokens/s)")
-        parser.add_argument("--answer", choices=["markdown", "plain"], default="markdown",
-                            help="shape of the fake model's answers: markdown (bold, paragraphs, citations: what"
-                                 " a real answer costs to render) or plain numbered words")
-        parser.add_argument("--split-pieces", action="store_true",
-                            help="the fake streams each word and each space as its own chunk (twice Ollama's"
-                                 " chunks per token; the default is one chunk per token, as Ollama sends)")
+        parser.add_argument(
+            "--token-interval-ms",
+            type=float,
+            default=20.0,
+            help="the fake model's time between tokens in the concurrency runs (20 = 50 tokens/s)",
+        )
+        parser.add_argument(
+            "--answer",
+            choices=["markdown", "plain"],
+            default="markdown",
+            help="shape of the fake model's answers: markdown (bold, paragraphs, citations: what"
+            " a real answer costs to render) or plain numbered words",
+        )
+        parser.add_argument(
+            "--split-pieces",
+            action="store_true",
+            help="the fake streams each word and each space as its own chunk (twice Ollama's"
+            " chunks per token; the default is one chunk per token, as Ollama sends)",
+        )
         parser.add_argument("--tokens", type=int, default=None, help="tokens per answer in the concurrency runs")
-        parser.add_argument("--streams", type=int, action="append", default=None,
-                            help="concurrent streams (repeatable; default 50 and 200, 10 and 50 with --quick)")
-        parser.add_argument("--chat-embedder", choices=["local", "hashing"], default=None,
-                            help="embedder of the websocket server (default: local; hashing with --quick)")
+        parser.add_argument(
+            "--streams",
+            type=int,
+            action="append",
+            default=None,
+            help="concurrent streams (repeatable; default 50 and 200, 10 and 50 with --quick)",
+        )
+        parser.add_argument(
+            "--chat-embedder",
+            choices=["local", "hashing"],
+            default=None,
+            help="embedder of the websocket server (default: local; hashing with --quick)",
+        )
 
-    def handle(self, *args, quick, json_out, skip, chat_embedder, token_interval_ms, answer="markdown", tokens=None,
-               streams=None, split_pieces=False, **options):
+    def handle(
+        self,
+        *args,
+        quick,
+        json_out,
+        skip,
+        chat_embedder,
+        token_interval_ms,
+        answer="markdown",
+        tokens=None,
+        streams=None,
+        split_pieces=False,
+        **options,
+    ):
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level  # restored: call_command (tests) must not silence the process
         quiet.setLevel(logging.ERROR)
         try:
-            report = asyncio.run(self.run(quick=quick, skip=set(skip), chat_embedder=chat_embedder,
-                                      token_interval_ms=token_interval_ms, answer=answer, tokens=tokens,
-                                      streams=streams, split_pieces=split_pieces))
+            report = asyncio.run(
+                self.run(
+                    quick=quick,
+                    skip=set(skip),
+                    chat_embedder=chat_embedder,
+                    token_interval_ms=token_interval_ms,
+                    answer=answer,
+                    tokens=tokens,
+                    streams=streams,
+                    split_pieces=split_pieces,
+                )
+            )
         finally:
             quiet.setLevel(previous_level)
         report["bench_process_peak_rss_mb"] = round(peak_rss_mb(), 1)
@@ -58,9 +100,18 @@ class Command(BaseCommand):
             Path(json_out).write_text(json.dumps(report, indent=2))
         self.stdout.write(json.dumps(report))
 
-    async def run(self, *, quick: bool, skip: set[str], chat_embedder: str | None, token_interval_ms: float = 20.0,
-                  answer: str = "markdown", tokens: int | None = None, streams: list[int] | None = None,
-                  split_pieces: bool = False) -> dict:
+    async def run(
+        self,
+        *,
+        quick: bool,
+        skip: set[str],
+        chat_embedder: str | None,
+        token_interval_ms: float = 20.0,
+        answer: str = "markdown",
+        tokens: int | None = None,
+        streams: list[int] | None = None,
+        split_pieces: bool = False,
+    ) -> dict:
         from ragchat.bench.chat_load import chat_bench
         from ragchat.bench.ingest import ingest_bench
         from ragchat.bench.search import search_bench
@@ -71,8 +122,9 @@ class Command(BaseCommand):
             report["ingest"] = []
             for embedder in ("hashing", "local"):
                 say(f"ingestion, {embedder} embedder")
-                report["ingest"].append(await ingest_bench(embedder=embedder, rounds=1 if quick else 3,
-                                                           base=settings.RAG))
+                report["ingest"].append(
+                    await ingest_bench(embedder=embedder, rounds=1 if quick else 3, base=settings.RAG)
+                )
         if "search" not in skip:
             report["search"] = []
             sizes = [2_000, 10_000] if quick else [10_000, 100_000]
@@ -84,8 +136,9 @@ class Command(BaseCommand):
             if qdrant_url:
                 for size in sizes:
                     say(f"search, Qdrant server at {qdrant_url}, {size} chunks")
-                    report["search"].append(await search_bench(chunks=size, searches=searches, backend="server",
-                                                               qdrant_url=qdrant_url))
+                    report["search"].append(
+                        await search_bench(chunks=size, searches=searches, backend="server", qdrant_url=qdrant_url)
+                    )
         if "chat" not in skip:
             report["chat"] = await chat_bench(
                 chunks=2_000 if quick else 10_000,
@@ -105,17 +158,23 @@ def format_table(report: dict) -> str:
     lines = []
     for row in report.get("ingest", []):
         stages = ", ".join(f"{k} {v:.2f}s" for k, v in row["stage_seconds"].items())
-        lines.append(f"ingest   {row['embedder']:<18} {row['chunks']:>6} chunks  {row['chunks_per_s']:>8.1f} chunks/s"
-                     f"  ({row['documents']} files; {stages})")
+        lines.append(
+            f"ingest   {row['embedder']:<18} {row['chunks']:>6} chunks  {row['chunks_per_s']:>8.1f} chunks/s"
+            f"  ({row['documents']} files; {stages})"
+        )
     for row in report.get("search", []):
-        lines.append(f"search   {row['backend']:<18} {row['chunks']:>6} chunks  p50 {row['search_p50_ms']:.1f} ms"
-                     f"  p95 {row['search_p95_ms']:.1f} ms  (with query embedding p95 {row['embed_search_p95_ms']:.1f} ms;"
-                     f" upsert {row['upsert_chunks_per_s']} chunks/s)")
+        lines.append(
+            f"search   {row['backend']:<18} {row['chunks']:>6} chunks  p50 {row['search_p50_ms']:.1f} ms"
+            f"  p95 {row['search_p95_ms']:.1f} ms  (with query embedding p95 {row['embed_search_p95_ms']:.1f} ms;"
+            f" upsert {row['upsert_chunks_per_s']} chunks/s)"
+        )
     chat = report.get("chat")
     if chat:
         t = chat["ttft"]
-        lines.append(f"ttft     websocket, {chat['embedder']}, {chat['chunks']} chunks: p50 {t['ttft_p50_ms']} ms"
-                     f"  p95 {t['ttft_p95_ms']} ms  ({t['samples']} questions, zero-latency model, failed {t['failed']})")
+        lines.append(
+            f"ttft     websocket, {chat['embedder']}, {chat['chunks']} chunks: p50 {t['ttft_p50_ms']} ms"
+            f"  p95 {t['ttft_p95_ms']} ms  ({t['samples']} questions, zero-latency model, failed {t['failed']})"
+        )
         for c in chat["concurrent"]:
             lines.append(
                 f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token,"

@@ -2,6 +2,7 @@
 
 Without --folder, the generated evaluation corpus is written to a temporary folder and used.
 """
+
 import json
 import logging
 import shutil
@@ -18,10 +19,14 @@ from ragchat.services.vector_store import SEARCH_MODES
 
 
 class Command(BaseCommand):
-    help = "Evaluate retrieval (recall@1/5, MRR, nDCG@10, support@5, citation validity, leakage) in a scratch collection."
+    help = (
+        "Evaluate retrieval (recall@1/5, MRR, nDCG@10, support@5, citation validity, leakage) in a scratch collection."
+    )
 
     def add_arguments(self, parser):
-        parser.add_argument("--folder", help="documents in subfolders (the first folder is the tag); default: the generated corpus")
+        parser.add_argument(
+            "--folder", help="documents in subfolders (the first folder is the tag); default: the generated corpus"
+        )
         parser.add_argument("--questions", help="gold questions JSONL; default: <folder>/questions.jsonl")
         parser.add_argument("--mode", choices=[*SEARCH_MODES, "all"], default="all")
         parser.add_argument("--embedder", choices=sorted(runner.EMBEDDERS), default="local")

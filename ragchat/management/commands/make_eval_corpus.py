@@ -1,4 +1,5 @@
 """manage.py make_eval_corpus <dir>: write the evaluation corpus and its gold questions."""
+
 from django.core.management.base import BaseCommand
 
 from ragchat.evaluation.corpus import DOCUMENTS, QUESTIONS, write_corpus
@@ -12,4 +13,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, folder, **options):
         root, questions = write_corpus(folder)
-        self.stdout.write(f"wrote {len(DOCUMENTS)} documents under {root} and {len(QUESTIONS)} questions to {questions}")
+        self.stdout.write(
+            f"wrote {len(DOCUMENTS)} documents under {root} and {len(QUESTIONS)} questions to {questions}"
+        )

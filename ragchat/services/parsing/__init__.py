@@ -9,6 +9,7 @@ document's content.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 from ragchat.services.errors import DocumentTooLargeError, EmptyDocumentError
@@ -55,9 +56,7 @@ def parse_document(
 ) -> ParsedDocument:
     """Detect the type from the content and parse it; raise a DocumentError the user can read."""
     if len(data) > max_bytes:
-        raise DocumentTooLargeError(
-            f"This file is {human_size(len(data))}; the limit is {human_size(max_bytes)}."
-        )
+        raise DocumentTooLargeError(f"This file is {human_size(len(data))}; the limit is {human_size(max_bytes)}.")
     if not data or not data.strip():
         raise EmptyDocumentError("This file is empty.")
     kind = detect_kind(data=data, filename=filename)

@@ -1,9 +1,9 @@
 """What every format parser returns, and the one signature each of them implements."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Protocol
-
 
 DEFAULT_MAX_BYTES = 25 * 1024 * 1024
 DEFAULT_MAX_UNPACKED_BYTES = 200 * 1024 * 1024

@@ -5,6 +5,7 @@ get a refusal that says what the file is and what to upload instead.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import io
@@ -13,7 +14,6 @@ import zipfile
 from pathlib import PurePosixPath
 
 from ragchat.services.errors import CorruptDocumentError, UnsupportedDocumentError
-
 
 MARKDOWN_EXTENSIONS = {".md", ".markdown", ".mdown", ".mkd", ".mkdn"}
 HTML_EXTENSIONS = {".html", ".htm", ".xhtml"}
@@ -37,9 +37,7 @@ def detect_kind(*, data: bytes, filename: str) -> str:
             "This file is named .pdf but its content is not a PDF; export it as a real PDF and upload it again."
         )
     if extension == ".docx":
-        raise UnsupportedDocumentError(
-            "This file is named .docx but its content is not a Word document."
-        )
+        raise UnsupportedDocumentError("This file is named .docx but its content is not a Word document.")
     head = data[:4096]
     # Sniffing only needs the ASCII markup; a multi-byte character cut at 4096 must not matter.
     codec = "utf-16" if head.startswith((b"\xff\xfe", b"\xfe\xff")) else "utf-8"
@@ -92,8 +90,7 @@ def _binary_message(data: bytes, extension: str) -> str:
     named = f" named {extension}" if extension in {".pdf", ".docx", ".txt", ".md", ".html"} else ""
     looks = f" (it looks like {what})" if what else ""
     return (
-        f"This file{named} is not a supported document{looks}. "
-        "Upload PDF, Word (.docx), HTML, Markdown or plain text."
+        f"This file{named} is not a supported document{looks}. Upload PDF, Word (.docx), HTML, Markdown or plain text."
     )
 
 

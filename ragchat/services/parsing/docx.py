@@ -2,6 +2,7 @@
 
 The archive is checked for zip bombs from its declared sizes before anything is inflated.
 """
+
 from __future__ import annotations
 
 import io
@@ -13,7 +14,6 @@ from typing import Any
 from ragchat.services.errors import CorruptDocumentError, DocumentTooLargeError
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
 from ragchat.services.parsing.textutil import clean_inline, filename_title, human_size
-
 
 # A DOCX member that inflates more than this many times, and to more than the floor below, is a
 # zip bomb: real Word XML compresses roughly 5-20x, a bomb's padding 1000x.

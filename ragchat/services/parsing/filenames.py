@@ -1,9 +1,9 @@
 """The name an uploaded file is shown and stored under: no directories, control characters or reserved names."""
+
 from __future__ import annotations
 
 import re
 import unicodedata
-
 
 MAX_FILENAME_CHARS = 150
 MAX_FILENAME_BYTES = 240
@@ -17,9 +17,7 @@ def safe_filename(name: str | bytes) -> str:
     name = unicodedata.normalize("NFC", name)
     name = name.replace("\\", "/").rsplit("/", 1)[-1]  # drop any directory part, absolute or ../
     name = re.sub(r"[\t\n\r\v\f]", " ", name)
-    name = "".join(
-        ch for ch in name if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co", "Cn"}
-    )
+    name = "".join(ch for ch in name if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Co", "Cn"})
     name = re.sub(r'[<>:"|?*]', "_", name)
     name = re.sub(r"\s+", " ", name).strip(" .")
     stem, dot, extension = name.rpartition(".")

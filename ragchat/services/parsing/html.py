@@ -3,6 +3,7 @@
 Scripts, styles, forms and site furniture (nav, aside, footer, the site header) are dropped with
 their content; nothing is executed or rendered.
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -10,17 +11,55 @@ from typing import Any
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
 from ragchat.services.parsing.textutil import clean_inline, filename_title
 
-
 # Dropped with their content: executable, invisible or site furniture.
 HTML_DROP = [
-    "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas",
-    "nav", "aside", "footer", "form", "button", "select", "head", "link", "meta",
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "iframe",
+    "object",
+    "embed",
+    "svg",
+    "canvas",
+    "nav",
+    "aside",
+    "footer",
+    "form",
+    "button",
+    "select",
+    "head",
+    "link",
+    "meta",
 ]
 HTML_HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 HTML_BLOCKS = {
-    "p", "div", "li", "ul", "ol", "pre", "blockquote", "table", "thead", "tbody", "tr", "section",
-    "article", "main", "dl", "dt", "dd", "figure", "figcaption", "address", "details", "summary",
-    "header", "body", "caption", "hr",
+    "p",
+    "div",
+    "li",
+    "ul",
+    "ol",
+    "pre",
+    "blockquote",
+    "table",
+    "thead",
+    "tbody",
+    "tr",
+    "section",
+    "article",
+    "main",
+    "dl",
+    "dt",
+    "dd",
+    "figure",
+    "figcaption",
+    "address",
+    "details",
+    "summary",
+    "header",
+    "body",
+    "caption",
+    "hr",
 }
 
 

@@ -1,4 +1,5 @@
 """Markdown: CommonMark with tables (markdown-it-py); sections from headings, title from front matter."""
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,7 @@ def parse(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocum
     if match:
         title_line = re.search(r"(?m)^title:\s*['\"]?(.+?)['\"]?\s*$", match.group(1))
         front_title = clean_inline(title_line.group(1)) if title_line else ""
-        text = text[match.end():]
+        text = text[match.end() :]
     tokens = MarkdownIt("commonmark").enable("table").parse(text)
     blocks = _markdown_blocks(tokens)
     first_heading = next((b.text for b in blocks if b.is_heading), "")

@@ -1,4 +1,5 @@
 """PDF: one block per page, with the page number and the section from the PDF's outline (pypdf)."""
+
 from __future__ import annotations
 
 import io
@@ -57,7 +58,17 @@ def parse(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocum
         raise DocumentTooLargeError(
             "This PDF unpacks to more data than the limit allows; it may be malformed or a decompression bomb."
         ) from e
-    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError, OSError, zlib.error) as e:
+    except (
+        PyPdfError,
+        ValueError,
+        KeyError,
+        TypeError,
+        AttributeError,
+        IndexError,
+        RecursionError,
+        OSError,
+        zlib.error,
+    ) as e:
         raise CorruptDocumentError(
             "This PDF is damaged or incomplete and cannot be read; re-export or re-download it and upload it again."
         ) from e

@@ -1,4 +1,5 @@
 """Small text helpers the format parsers share: normalising, decoding, titles and sizes."""
+
 from __future__ import annotations
 
 import re
@@ -46,9 +47,26 @@ def human_size(size: int) -> str:
 
 
 _LATIN_FAMILY = {
-    "cp1250", "cp1252", "cp1254", "cp1257", "latin_1", "iso8859_1", "iso8859_2", "iso8859_3", "iso8859_4",
-    "iso8859_9", "iso8859_10", "iso8859_13", "iso8859_14", "iso8859_15", "iso8859_16", "mac_roman",
-    "mac_latin2", "cp850", "cp437", "cp858",
+    "cp1250",
+    "cp1252",
+    "cp1254",
+    "cp1257",
+    "latin_1",
+    "iso8859_1",
+    "iso8859_2",
+    "iso8859_3",
+    "iso8859_4",
+    "iso8859_9",
+    "iso8859_10",
+    "iso8859_13",
+    "iso8859_14",
+    "iso8859_15",
+    "iso8859_16",
+    "mac_roman",
+    "mac_latin2",
+    "cp850",
+    "cp437",
+    "cp858",
 }
 
 
@@ -69,9 +87,7 @@ def decode_text(data: bytes) -> tuple[str, list[str]]:
     if encoding in _LATIN_FAMILY:
         encoding = "cp1252"
     try:
-        return data.decode(encoding), [
-            f"The text was not UTF-8; it was read as {encoding}. Check accented characters."
-        ]
+        return data.decode(encoding), [f"The text was not UTF-8; it was read as {encoding}. Check accented characters."]
     except (UnicodeDecodeError, LookupError):
         pass
     return data.decode("latin-1"), ["The text was not UTF-8; it was read as Latin-1. Check accented characters."]

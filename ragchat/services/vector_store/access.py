@@ -5,6 +5,7 @@
 against the same conditions. The conditions are neutral: each backend translates them into its own
 filter type, so no backend can hold a second, diverging copy of the rule.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -30,9 +31,7 @@ def access_conditions(*, user_tags: Sequence[str], tenant_id: str) -> Conditions
 
 def scope_conditions(*, document_id: str | None = None, tenant_id: str | None = None) -> Conditions:
     """Which points a count or delete touches (not an access rule: maintenance sees every point)."""
-    equals = tuple(
-        (key, value) for key, value in (("document_id", document_id), ("tenant_id", tenant_id)) if value
-    )
+    equals = tuple((key, value) for key, value in (("document_id", document_id), ("tenant_id", tenant_id)) if value)
     return Conditions(equals=equals)
 
 

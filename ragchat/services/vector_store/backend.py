@@ -3,6 +3,7 @@
 A backend knows its engine (Qdrant Edge in-process, or a Qdrant server through qdrant-client) and
 nothing about access rules or fusion: it runs the stages it is given, each with its own filter.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence

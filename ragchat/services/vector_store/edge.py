@@ -4,6 +4,7 @@ The shard lives at {qdrant_path}/{collection}, the embedding metadata in {collec
 An Edge shard's WAL is locked by its opener, so one shard per path per process is shared by every
 backend on that path (reference-counted); writes go one at a time, reads run alongside.
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -5,6 +5,7 @@ Fused here rather than with the engine's Fusion.Rrf so that every tie is broken 
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import logging

@@ -3,6 +3,7 @@
 Both backends store exactly this shape; the service turns a `ChunkRecord` into a payload on the
 way in and a payload back into a `SearchResult` on the way out.
 """
+
 from __future__ import annotations
 
 import uuid
@@ -45,9 +46,7 @@ class PointData:
 
 def chunk_payload(chunk: ChunkRecord) -> dict[str, Any]:
     """The chunk's fields, plus its free metadata (which may not shadow a field)."""
-    payload: dict[str, Any] = {
-        key: value for key, value in chunk.metadata.items() if key not in PAYLOAD_FIELDS
-    }
+    payload: dict[str, Any] = {key: value for key, value in chunk.metadata.items() if key not in PAYLOAD_FIELDS}
     payload.update(
         document_id=chunk.document_id,
         chunk_index=chunk.chunk_index,

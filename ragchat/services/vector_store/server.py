@@ -3,6 +3,7 @@
 Any AsyncQdrantClient can be injected (tests use local mode, location=":memory:"); the embedding
 metadata is kept in the collection's own metadata. Transient errors are retried with backoff.
 """
+
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence

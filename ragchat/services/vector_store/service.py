@@ -11,6 +11,7 @@ against the same conditions before anything is returned.
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
+
 from __future__ import annotations
 
 import asyncio
@@ -221,4 +222,3 @@ class VectorService:
             timings["embed"] = (embedded - started) * 1000.0
             timings["search"] = (time.perf_counter() - embedded) * 1000.0
         return results
-

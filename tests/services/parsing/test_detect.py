@@ -2,6 +2,7 @@
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
+
 from __future__ import annotations
 
 import io
@@ -9,11 +10,11 @@ import zipfile
 
 import pytest
 
+from ragchat.evaluation import docgen
 from ragchat.services.errors import (
     UnsupportedDocumentError,
 )
 from ragchat.services.parsing import detect_kind, parse_document
-from ragchat.evaluation import docgen
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,5 @@
 """Word documents: heading sections and tables; zip bombs and damaged files refused."""
+
 from __future__ import annotations
 
 import io
@@ -6,17 +7,20 @@ import zipfile
 
 import pytest
 
+from ragchat.evaluation import docgen
 from ragchat.services.errors import (
     CorruptDocumentError,
     DocumentTooLargeError,
 )
 from ragchat.services.parsing import parse_document
-from ragchat.evaluation import docgen
 
 
 def test_docx_headings_become_sections_and_tables_are_included():
     data = docgen.make_docx(
-        [("Laptops", ["Every employee gets a laptop.", "Replacements every four years."]), ("Phones", ["Phones on request."])],
+        [
+            ("Laptops", ["Every employee gets a laptop.", "Replacements every four years."]),
+            ("Phones", ["Phones on request."]),
+        ],
         title="IT Handbook",
         table=[["Model", "Price"], ["ThinkPad T14", "1450 EUR"]],
     )

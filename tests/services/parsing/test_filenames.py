@@ -1,4 +1,5 @@
 """safe_filename: no directories, control characters, spoofing or reserved names."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,8 +1,9 @@
 """HTML: main text and headings, without scripts, styles or site furniture."""
+
 from __future__ import annotations
 
-from ragchat.services.parsing import parse_document
 from ragchat.evaluation import docgen
+from ragchat.services.parsing import parse_document
 
 
 def test_html_main_text_and_headings_without_script_style_or_navigation():
@@ -21,13 +22,20 @@ def test_html_main_text_and_headings_without_script_style_or_navigation():
         ("Use level -2 of the garage.", "Parking"),
     ]
     everything = parsed.text
-    for hidden in ("alert(1)", "font-family", "hidden-style-text", "enable JavaScript", "Site menu link", "Copyright footer"):
+    for hidden in (
+        "alert(1)",
+        "font-family",
+        "hidden-style-text",
+        "enable JavaScript",
+        "Site menu link",
+        "Copyright footer",
+    ):
         assert hidden not in everything
 
 
 def test_html_without_main_uses_body_and_drops_inline_handlers_text():
     page = (
-        b"<html><body><h1>Notice</h1><p onclick=\"steal()\">Fire drill on <b>Friday</b>.</p>"
+        b'<html><body><h1>Notice</h1><p onclick="steal()">Fire drill on <b>Friday</b>.</p>'
         b"<script>document.write('injected')</script><template><p>template text</p></template>"
         b"<!-- secret comment --><table><tr><td>Room</td><td>B12</td></tr></table></body></html>"
     )

@@ -1,13 +1,17 @@
 """Markdown: heading sections, code blocks, and inline HTML that is not text."""
+
 from __future__ import annotations
 
-from ragchat.services.parsing import parse_document
 from ragchat.evaluation import docgen
+from ragchat.services.parsing import parse_document
 
 
 def test_markdown_headings_sections_and_code_blocks_kept():
     data = docgen.make_markdown(
-        [("Setup", ["Install the **VPN** client from [the portal](https://intranet/vpn)."]), ("Usage", ["Connect daily."])],
+        [
+            ("Setup", ["Install the **VPN** client from [the portal](https://intranet/vpn)."]),
+            ("Usage", ["Connect daily."]),
+        ],
         title="VPN Guide",
         code="vpn connect --profile office",
     )

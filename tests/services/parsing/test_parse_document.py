@@ -1,15 +1,16 @@
 """The entry point's own refusals (size, emptiness), and every refusal reads as a sentence."""
+
 from __future__ import annotations
 
 import pytest
 
+from ragchat.evaluation import docgen
 from ragchat.services.errors import (
     DocumentError,
     DocumentTooLargeError,
     EmptyDocumentError,
 )
 from ragchat.services.parsing import parse_document
-from ragchat.evaluation import docgen
 
 
 def test_over_the_size_limit():

@@ -1,17 +1,18 @@
 """PDF: pages, outline sections and metadata titles; damaged, encrypted and scanned files refused."""
+
 from __future__ import annotations
 
 import io
 
 import pytest
 
+from ragchat.evaluation import docgen
 from ragchat.services.errors import (
     CorruptDocumentError,
     EmptyDocumentError,
     EncryptedDocumentError,
 )
 from ragchat.services.parsing import parse_document
-from ragchat.evaluation import docgen
 
 
 def test_pdf_keeps_page_numbers_sections_and_title():

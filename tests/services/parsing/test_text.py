@@ -1,8 +1,9 @@
 """Plain text: paragraphs, titles, and encodings other than UTF-8."""
+
 from __future__ import annotations
 
-from ragchat.services.parsing import parse_document
 from ragchat.evaluation import docgen
+from ragchat.services.parsing import parse_document
 
 
 def test_plain_text_paragraphs_and_title():
@@ -10,7 +11,11 @@ def test_plain_text_paragraphs_and_title():
     parsed = parse_document(data=data, filename="canteen.txt")
     assert parsed.kind == "text"
     assert parsed.title == "Canteen rules"
-    assert [b.text for b in parsed.blocks] == ["Canteen rules", "Lunch is served from 12:00 to 14:00.", "Bring your badge."]
+    assert [b.text for b in parsed.blocks] == [
+        "Canteen rules",
+        "Lunch is served from 12:00 to 14:00.",
+        "Bring your badge.",
+    ]
     assert parsed.warnings == []
     assert all(b.page_number is None and b.section is None for b in parsed.blocks)
 

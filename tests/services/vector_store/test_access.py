@@ -1,4 +1,5 @@
 """The access rule as data: what every search stage carries into the engine, and its re-check."""
+
 from __future__ import annotations
 
 from ragchat.services.vector_store.access import Conditions, access_conditions, allowed, scope_conditions

@@ -1,4 +1,5 @@
 """Client-side RRF: deterministic ties, cosine scores, and hits outside the access filter dropped."""
+
 from __future__ import annotations
 
 import pytest

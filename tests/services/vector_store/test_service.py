@@ -1,5 +1,6 @@
 """VectorService against the real embedded Qdrant Edge engine (tmp_path) and the server backend
 through qdrant-client's local mode (AsyncQdrantClient(location=":memory:"), same client API)."""
+
 from __future__ import annotations
 
 import uuid
@@ -134,7 +135,11 @@ async def test_access_filter_by_tags_and_tenant(make_service, kind, hybrid):
     service = await make_service(kind, rag_hybrid_search=hybrid)
     await service.upsert_chunks(CORPUS)
     queries = ["vacation policy paid leave", "expense reports receipts", "salary bands", "VPN gateway"]
-    for user_tags, allowed in [([], {"public"}), (["finance"], {"public", "finance"}), (["hr", "it"], {"public", "hr", "it"})]:
+    for user_tags, allowed in [
+        ([], {"public"}),
+        (["finance"], {"public", "finance"}),
+        (["hr", "it"], {"public", "hr", "it"}),
+    ]:
         for q in queries:
             for r in await service.search(q, user_tags=user_tags, limit=15):
                 assert set(r.tags) & allowed and r.tenant_id == "default"
@@ -178,7 +183,9 @@ async def test_bm25_finds_exact_code_that_dense_misses(make_service, kind):
     query = "error ERR-4521"
     q = await embedder.embed_query(query)
     away = [-x for x in q]
-    distractors = [chunk(20 + i, 0, f"General troubleshooting guide number {i} for network connectivity.") for i in range(20)]
+    distractors = [
+        chunk(20 + i, 0, f"General troubleshooting guide number {i} for network connectivity.") for i in range(20)
+    ]
     target = chunk(50, 0, "Code ERR-4521 means the licence server clock drifted; resync NTP.")
     vectors = [q] * len(distractors) + [away]
 
