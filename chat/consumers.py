@@ -137,6 +137,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             session_id=self.session_id, message_id=message_id
         )
         if message is not None:
+            [message] = await database_sync_to_async(selectors.messages_as_seen_by)(user=self.user, messages=[message])
             html = await database_sync_to_async(presenters.message_html)(message, oob=True)
             await self.send(text_data=html)
 

@@ -51,3 +51,27 @@ def session_history(*, session_id, before: Message) -> list[ChatMessage]:
         else:
             history.append(ChatMessage(role="assistant", content=row.content, timestamp=row.created_at))
     return history
+
+
+def messages_as_seen_by(*, user, messages: list[Message]) -> list[Message]:
+    """The messages with their sources narrowed to documents the user may read now (one query):
+    a person who has lost a tag since no longer sees that tag's snippets in old answers."""
+    ids: set[str] = set()
+    for m in messages:
+        ids.update(policy.source_document_ids(m.citations))
+        ids.update(policy.source_document_ids(m.passages))
+    if not ids:
+        return messages
+    readable = policy.readable_document_ids(user=user, document_ids=ids)
+    for m in messages:
+        cited = policy.visible_sources(user=user, sources=m.citations, readable=readable)
+        given = policy.visible_sources(user=user, sources=m.passages, readable=readable)
+        if m.role == Message.Role.ASSISTANT and (cited.withheld or given.withheld):
+            # The text was written from them: withheld whole, in memory only (never saved).
+            hidden = len({*policy.source_document_ids(m.citations), *policy.source_document_ids(m.passages)} - readable)
+            m.content = WITHHELD_ANSWER.format(n=hidden, s="" if hidden == 1 else "s")
+        m.citations, m.passages = cited.visible, given.visible
+    return messages
+
+
+WITHHELD_ANSWER = "_This answer drew on {n} document{s} you no longer have access to, so it is not shown._"

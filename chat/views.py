@@ -36,7 +36,7 @@ def session_new(request):
 def session_detail(request, session_id):
     session = _session_or_404(request, session_id)
     session_opened.send(sender=ChatSession, session=session, user=request.user)
-    messages = selectors.session_messages(session=session)
+    messages = selectors.messages_as_seen_by(user=request.user, messages=selectors.session_messages(session=session))
     # A draft still streaming when the page was rendered: the websocket sends its current state.
     streaming = [m.pk for m in messages if m.status == Message.Status.STREAMING]
     return render(

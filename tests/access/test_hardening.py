@@ -110,3 +110,14 @@ def test_debug_is_off_unless_asked_for_and_make_run_asks():
     assert done.stdout.strip() == "False", done.stderr
     plan = subprocess.run(["make", "-n", "-o", "install", "run"], cwd=ROOT, capture_output=True, text=True).stdout
     assert "DJANGO_DEBUG=true .venv/bin/daphne" in plan and "DEBUG is on for this local demo" in plan
+
+
+def test_an_answer_built_from_a_tag_the_asker_has_lost_is_withheld_in_their_chat(world):
+    client = Client()
+    client.force_login(world.users["asker"])
+    session = world.sessions["s2"]  # its answer cites an Alpha document only
+    assert MK_A in client.get(f"/chat/{session.pk}/").content.decode()
+    world.tags["alpha"].members.remove(world.users["asker"])
+    html = client.get(f"/chat/{session.pk}/").content.decode()
+    assert MK_A not in html
+    assert "This answer drew on 1 document you no longer have access to" in html
