@@ -205,3 +205,42 @@ def test_document_stuck_in_processing_can_be_retried_once_stale(client, people, 
     row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
     assert 'data-status="ready"' in row
     assert vectors.count(document_id=str(document.id)) == 1
+
+
+def test_document_list_runs_a_constant_number_of_queries(db, django_user_model):
+    """5 or 50 documents: the same number of queries (the manage button is decided for all rows in
+    one policy query, tags and uploaders are fetched once)."""
+    import uuid as _uuid
+
+    from django.db import connection
+    from django.test import Client as _Client
+    from django.test.utils import CaptureQueriesContext
+
+    from documents.models import Document, Tag
+
+    owner = django_user_model.objects.create_user("qc-owner", password="pw-qc-12345")
+    tag = Tag.objects.create(name="Counted", slug="counted", owner=owner)
+    client = _Client()
+    client.force_login(owner)
+
+    def add(n: int) -> None:
+        for _ in range(n):
+            d = Document.objects.create(
+                title=f"Doc {_uuid.uuid4().hex[:6]}",
+                original_filename="d.txt",
+                content_hash=_uuid.uuid4().hex,
+                kind="text",
+                status=Document.Status.READY,
+                uploaded_by=owner,
+            )
+            d.tags.set([tag])
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/documents/").status_code == 200
+        return len(queries)
+
+    add(5)
+    five = count()
+    add(45)
+    assert count() == five, "the documents list must not run a query per row"
