@@ -150,6 +150,15 @@ def readable_document_ids(*, user, document_ids: Iterable[Any]) -> set[str]:
     return {str(pk) for pk in readable_documents(user=user).filter(id__in=keys).values_list("id", flat=True)}
 
 
+def existing_document_ids(*, document_ids: Iterable[Any]) -> set[str]:
+    """Which of these ids still name a document (of any tenant): the rest were deleted."""
+    keys = _uuid_strings(document_ids)
+    if not keys:
+        return set()
+    Document = _model("documents.Document")
+    return {str(pk) for pk in Document.objects.filter(id__in=keys).values_list("id", flat=True)}
+
+
 def may_read_document(*, user, document) -> bool:
     return readable_documents(user=user).filter(pk=document.pk).exists()
 

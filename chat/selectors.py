@@ -62,7 +62,10 @@ def messages_as_seen_by(*, user, messages: list[Message]) -> list[Message]:
         ids.update(policy.source_document_ids(m.passages))
     if not ids:
         return messages
+    # A document deleted since is not withheld from the chat it answered (nobody else sees it, and
+    # the asker could read it then); one that exists and the asker may no longer read is.
     readable = policy.readable_document_ids(user=user, document_ids=ids)
+    readable |= ids - policy.existing_document_ids(document_ids=ids)
     for m in messages:
         cited = policy.visible_sources(user=user, sources=m.citations, readable=readable)
         given = policy.visible_sources(user=user, sources=m.passages, readable=readable)

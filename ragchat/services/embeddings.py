@@ -13,6 +13,7 @@ References: requirement IDs (R-…): docs/requirements.md.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import logging
 import math
@@ -232,7 +233,7 @@ class OllamaEmbedder:
         out: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = [self._prefixed(t, NOMIC_DOCUMENT_PREFIX) for t in texts[start : start + self.batch_size]]
-            vectors = await self._with_retry(lambda batch=batch: self._client.aembed_documents(batch))
+            vectors = await self._with_retry(functools.partial(self._client.aembed_documents, batch))
             out.extend(self._check(vectors, len(batch)))
         return out
 

@@ -40,7 +40,10 @@ def _page(chromium, width=1280, height=900):
     context = chromium.new_context(viewport={"width": width, "height": height})  # CSP enforced
     page = context.new_page()
     violations: list[str] = []
-    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    page.on(
+        "console",
+        lambda m: violations.append(f"{m.text} at {m.location}") if "Content Security Policy" in m.text else None,
+    )
     return context, page, violations
 
 
@@ -81,6 +84,9 @@ def test_pages_have_no_csp_violation(server, chromium, username):
         assert response.status == 200, path
         assert "default-src 'self'" in response.headers.get("content-security-policy", "")
         page.wait_for_load_state("networkidle")
+        import re as _re
+
+        print(path, _re.findall(r"<[^>]*style=[^>]*>", page.content())[:5]) if violations else None
         assert not violations, f"{path}: {violations}"
     context.close()
 
