@@ -159,10 +159,6 @@ def existing_document_ids(*, document_ids: Iterable[Any]) -> set[str]:
     return {str(pk) for pk in Document.objects.filter(id__in=keys).values_list("id", flat=True)}
 
 
-def may_read_document(*, user, document) -> bool:
-    return readable_documents(user=user).filter(pk=document.pk).exists()
-
-
 def manageable_document_ids(*, user, document_ids: Iterable[Any]) -> set[str]:
     """Which of these documents the person may retry, re-index, replace or delete, in one query:
     admins every one of their tenant, otherwise the uploader or an owner of one of its tags."""
@@ -242,10 +238,6 @@ def message_in_own_session(*, user, message_id):
     return Message.objects.filter(pk=key, session__owner=user).select_related("session", "reply_to").first()
 
 
-def may_join_session_group(*, user, session_id) -> bool:
-    return session_or_none(user=user, session_id=session_id) is not None
-
-
 # ----------------------------------------------------------------------------------- routing
 
 
@@ -274,14 +266,6 @@ def has_inbox(*, user) -> bool:
     if not is_signed_in(user):
         return False
     return is_admin(user) or owned_tags(user=user).exists()
-
-
-def question_or_none(*, user, question_id):
-    try:
-        key = int(question_id)
-    except (TypeError, ValueError):
-        return None
-    return visible_questions(user=user).filter(pk=key).first()
 
 
 def may_answer(*, user, question) -> bool:
@@ -347,13 +331,11 @@ class QuestionContext:
         )
 
 
-def _owner_answer_visible(*, user, message, answered_by_message: dict) -> bool:
+def _owner_answer_visible(*, user, tag) -> bool:
     """An earlier answer from a person is shown when the viewer may read the tag it was given
-    under (it may quote documents of that tag); untagged ones only to admins."""
-    tag = answered_by_message.get(message.pk)
-    if tag is None:
-        return is_admin(user)
-    return readable_tags(user=user).filter(pk=tag.pk).exists() if tag else is_admin(user)
+    under (it may quote documents of that tag); untagged ones, or ones of unknown origin, only to
+    admins."""
+    return may_read_tag(user=user, tag=tag) if tag else is_admin(user)
 
 
 def question_context(*, user, question, conversation: Sequence[Any]) -> QuestionContext:
@@ -376,14 +358,14 @@ def question_context(*, user, question, conversation: Sequence[Any]) -> Question
     answered_by_message: dict[int, Any] = {}
     if owner_messages:
         for q in RoutedQuestion.objects.filter(answer_message_id__in=owner_messages).select_related("tag"):
-            answered_by_message[q.answer_message_id] = q.tag or False
+            answered_by_message[q.answer_message_id] = q.tag
 
     entries: list[ContextEntry] = []
     for m in conversation:
         if m.role == Message.Role.USER:
             entries.append(ContextEntry(message=m))
         elif m.role == Message.Role.OWNER:
-            if _owner_answer_visible(user=user, message=m, answered_by_message=answered_by_message):
+            if _owner_answer_visible(user=user, tag=answered_by_message.get(m.pk)):
                 entries.append(ContextEntry(message=m))
             else:
                 entries.append(
