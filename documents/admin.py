@@ -13,6 +13,7 @@ class TagAdmin(TenantScopedAdmin):
     search_fields = ("name", "slug", "description")
     autocomplete_fields = ("owner", "members")
     prepopulated_fields = {"slug": ("name",)}
+    ordering = ("name",)  # the changelist and autocomplete paginate: a stable order
 
     def get_queryset(self, request):
         return (
