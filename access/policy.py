@@ -321,15 +321,6 @@ class QuestionContext:
     conversation: list[ContextEntry]
     contextual_query_visible: bool
 
-    @property
-    def withheld_any(self) -> bool:
-        return (
-            self.sources.withheld > 0
-            or not self.draft_visible
-            or not self.contextual_query_visible
-            or any(not e.visible for e in self.conversation)
-        )
-
 
 def _owner_answer_visible(*, user, tag) -> bool:
     """An earlier answer from a person is shown when the viewer may read the tag it was given
