@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast bench evaluate chromium clean
+.PHONY: install run test test-fast bench evaluate chromium tesseract axe clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 ## Run the app on its embedded defaults (SQLite, embedded Qdrant, in-memory channel layer) with demo data.
-run: install
+run: install tesseract
 	DJANGO_DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=true $(BIN)/python manage.py demo_data
 	@echo "ragchat on http://$(HOST):$(PORT)/  (health: http://$(HOST):$(PORT)/health)"
@@ -28,10 +28,10 @@ run: install
 	DJANGO_DEBUG=true $(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
 
 ## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
-test: install chromium
+test: install chromium tesseract axe
 	bash .ci/test.sh
 
-test-fast: install
+test-fast: install tesseract
 	$(BIN)/pytest -q -m "not browser"
 
 ## The figures of README "Evaluation and benchmarks".
@@ -45,6 +45,21 @@ chromium:
 	@command -v chromium >/dev/null 2>&1 || { \
 	  echo "Installing Debian's chromium for the browser tests"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; }
+
+## Text recognition for scanned PDFs (Debian's Tesseract and its English data).
+## axe-core for the browser tests' accessibility checks, from the npm registry (not committed).
+AXE_VERSION := 4.14.1
+AXE := .cache/axe-core-$(AXE_VERSION)/axe.min.js
+axe: $(AXE)
+$(AXE):
+	@echo "Fetching axe-core $(AXE_VERSION) for the accessibility checks"
+	@mkdir -p $(dir $(AXE))
+	cd $(dir $(AXE)) && npm pack -q axe-core@$(AXE_VERSION) >/dev/null && tar xzf axe-core-$(AXE_VERSION).tgz --strip-components=1 package/axe.min.js package/LICENSE && rm axe-core-$(AXE_VERSION).tgz
+
+tesseract:
+	@{ command -v tesseract >/dev/null 2>&1 && tesseract --list-langs 2>/dev/null | grep -qx eng; } || { \
+	  echo "Installing Debian's tesseract-ocr for scanned PDFs"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null; }
 
 clean:
 	rm -rf $(VENV) data/test-* .pytest_cache

@@ -1,3 +1,4 @@
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count
 
@@ -7,9 +8,23 @@ from documents.models import Document, Tag
 from documents.tasks import ingestion_enqueue
 
 
+class TagAdminForm(forms.ModelForm):
+    class Meta:
+        model = Tag
+        fields = "__all__"
+        help_texts = {
+            "owner": "The person who answers this tag's questions when the documents are not enough, and who "
+            "may upload, replace and delete its documents. Without an owner, questions go to the admins.",
+            "members": "People who may read this tag's documents in their answers (the owner may too). "
+            "Everyone reads documents tagged Public.",
+            "slug": "The tag's id, stored with every chunk of its documents: changing it needs a re-index.",
+        }
+
+
 @admin.register(Tag)
 class TagAdmin(TenantScopedAdmin):
-    list_display = ("name", "slug", "tenant_id", "owner", "member_count", "document_count")
+    form = TagAdminForm
+    list_display = ("name", "slug", "owner", "member_count", "document_count")
     search_fields = ("name", "slug", "description")
     autocomplete_fields = ("owner", "members")
     prepopulated_fields = {"slug": ("name",)}

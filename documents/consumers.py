@@ -27,6 +27,30 @@ class DocumentProgressConsumer(UserGroupConsumer):
         for frame in await self._frames(str(event.get("document_id", ""))):
             await self.send(text_data=frame)
 
+    async def site_changed(self, event):
+        # Only pages that show site progress ask for it (ws-connect="/ws/documents/?sites=1"): an
+        # out-of-band fragment without its target on the page would be an error there.
+        if b"sites=1" not in self.scope.get("query_string", b""):
+            return
+        frame = await self._site_frame(event.get("site_id"))
+        if frame:
+            await self.send(text_data=frame)
+
+    @database_sync_to_async
+    def _site_frame(self, site_id) -> str | None:
+        """The site's progress card, for people who may manage the source (access checked per event)."""
+        from access import policy
+        from documents.site_views import site_context
+
+        try:
+            self.user.refresh_from_db(fields=["is_active", "is_superuser", "tenant_id"])
+        except type(self.user).DoesNotExist:
+            return None
+        site = policy.manageable_sites(user=self.user).filter(pk=site_id).first() if str(site_id).isdigit() else None
+        if site is None:
+            return None
+        return render_partial("documents/_site_progress.html", {**site_context(site), "live": True})
+
     @database_sync_to_async
     def _frames(self, document_id: str) -> list[str]:
         from documents.selectors import document_for_user, documents_for_user

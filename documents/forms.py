@@ -40,6 +40,7 @@ class ReplaceForm(forms.Form):
 
 class FilterForm(forms.Form):
     q = forms.CharField(required=False, max_length=200, label="Title")
+    source = forms.ChoiceField(required=False, choices=[("", "Any source"), *Document.Source.choices])
     tag = forms.SlugField(required=False, max_length=100)
     status = forms.ChoiceField(required=False, choices=[("", "Any status"), *Document.Status.choices])
     kind = forms.ChoiceField(
@@ -53,3 +54,35 @@ class FilterForm(forms.Form):
             ("text", "Text"),
         ],
     )
+
+
+class SiteForm(forms.Form):
+    """A website import; documents.sites.site_create validates the URLs, domains and limits."""
+
+    name = forms.CharField(max_length=200, required=False, label="Name")
+    tag = forms.ModelChoiceField(queryset=Tag.objects.none(), label="Tag", help_text="Who may read the pages.")
+    start_urls = forms.CharField(widget=forms.Textarea(attrs={"rows": 2}), label="Start URLs", help_text="One a line.")
+    allowed_domains = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}),
+        required=False,
+        label="Allowed domains",
+        help_text="One a line; subdomains included. Empty: the start URLs' hosts.",
+    )
+    max_pages = forms.IntegerField(min_value=1, initial=100, label="Max pages")
+    max_depth = forms.IntegerField(min_value=0, max_value=20, initial=3, label="Max depth")
+    include_patterns = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, label="Only paths", help_text="e.g. /docs/*"
+    )
+    exclude_patterns = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 2}), required=False, label="Skip paths", help_text="e.g. /blog/*"
+    )
+    recrawl_hours = forms.TypedChoiceField(
+        coerce=int,
+        initial=24,
+        label="Re-crawl",
+        choices=[(0, "Only by hand"), (6, "Every 6 hours"), (24, "Daily"), (168, "Weekly")],
+    )
+
+    def __init__(self, *args, tag_choices=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["tag"].queryset = tag_choices if tag_choices is not None else Tag.objects.none()

@@ -54,6 +54,11 @@ def document_upload_to(document: "Document", filename: str) -> str:
 
 
 class Document(models.Model):
+    class Source(models.TextChoices):
+        UPLOAD = "upload", "Upload"
+        WEB = "web", "Website"
+        FOLDER = "folder", "Synced folder"
+
     class Status(models.TextChoices):
         QUEUED = "queued", "Queued"
         PROCESSING = "processing", "Processing"
@@ -84,6 +89,14 @@ class Document(models.Model):
     # Extra payload stored with every chunk of this document and returned in Citation.metadata
     # (e.g. routing's verified knowledge: {"verified": true, "verified_by": ..., "verified_at": ...}).
     chunk_metadata = models.JSONField(default=dict, blank=True)
+    # Where the document comes from: an upload, a page of a site source (its canonical URL, A5), or
+    # a file of a synced folder (its absolute path).
+    source_kind = models.CharField(max_length=10, choices=Source.choices, default=Source.UPLOAD, db_index=True)
+    source_url = models.URLField(max_length=2000, blank=True)
+    source_path = models.CharField(max_length=1000, blank=True)
+    site = models.ForeignKey("SiteSource", null=True, blank=True, on_delete=models.SET_NULL, related_name="documents")
+    # Pages whose text came from text recognition (scanned pages), 1-based.
+    ocr_pages = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     indexed_at = models.DateTimeField(null=True, blank=True)
@@ -92,7 +105,18 @@ class Document(models.Model):
         ordering = ["-created_at"]
         constraints = [
             # Same content is indexed once per tenant (R-DOC-6); the database enforces it.
-            models.UniqueConstraint(fields=["tenant_id", "content_hash"], name="document_unique_hash_per_tenant")
+            models.UniqueConstraint(fields=["tenant_id", "content_hash"], name="document_unique_hash_per_tenant"),
+            # One document per canonical URL (A5), and per synced file.
+            models.UniqueConstraint(
+                fields=["tenant_id", "source_url"],
+                condition=~models.Q(source_url=""),
+                name="document_unique_url_per_tenant",
+            ),
+            models.UniqueConstraint(
+                fields=["tenant_id", "source_path"],
+                condition=~models.Q(source_path=""),
+                name="document_unique_path_per_tenant",
+            ),
         ]
         indexes = [models.Index(fields=["tenant_id", "status"])]
 
@@ -114,3 +138,75 @@ class Document(models.Model):
         from django.utils import timezone
 
         return self.is_busy and self.updated_at is not None and timezone.now() - self.updated_at > STALE_AFTER
+
+
+class SiteSource(models.Model):
+    """A website a tag owner imports: where the crawler starts, which domains it may enter (A4),
+    how far it goes, and how often it comes back."""
+
+    tenant_id = models.CharField(max_length=64, default="default", db_index=True)
+    name = models.CharField(max_length=200)
+    tag = models.ForeignKey(Tag, on_delete=models.PROTECT, related_name="site_sources")
+    start_urls = models.JSONField(default=list)
+    allowed_domains = models.JSONField(default=list)
+    max_pages = models.PositiveIntegerField(default=100)
+    max_depth = models.PositiveSmallIntegerField(default=3)
+    include_patterns = models.JSONField(default=list, blank=True)
+    exclude_patterns = models.JSONField(default=list, blank=True)
+    recrawl_hours = models.PositiveIntegerField(default=0, help_text="0: only when started by hand.")
+    next_crawl_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="site_sources"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class CrawlRun(models.Model):
+    """One crawl of a site source, with its live counts."""
+
+    class Status(models.TextChoices):
+        QUEUED = "queued", "Queued"
+        RUNNING = "running", "Running"
+        DONE = "done", "Done"
+        FAILED = "failed", "Failed"
+
+    site = models.ForeignKey(SiteSource, on_delete=models.CASCADE, related_name="runs")
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, db_index=True)
+    stage = models.CharField(max_length=300, blank=True)
+    pages = models.PositiveIntegerField(default=0, help_text="pages fetched and taken")
+    added = models.PositiveIntegerField(default=0)
+    changed = models.PositiveIntegerField(default=0)
+    unchanged = models.PositiveIntegerField(default=0)
+    removed = models.PositiveIntegerField(default=0)
+    refused = models.PositiveIntegerField(default=0)
+    failed = models.PositiveIntegerField(default=0, help_text="pages taken whose indexing failed")
+    seconds = models.FloatField(default=0)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    @property
+    def is_busy(self) -> bool:
+        return self.status in {self.Status.QUEUED, self.Status.RUNNING}
+
+
+class CrawlRefusal(models.Model):
+    """A URL a crawl did not take, and why (robots.txt, allowlist, SSRF, size, type, 404, loop, …)."""
+
+    run = models.ForeignKey(CrawlRun, on_delete=models.CASCADE, related_name="refusals")
+    url = models.CharField(max_length=2000)
+    reason = models.CharField(max_length=500)
+    kind = models.CharField(max_length=10, default="refused")  # refused | gone | transient | duplicate
+
+    class Meta:
+        ordering = ["pk"]

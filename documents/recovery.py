@@ -23,6 +23,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.utils import timezone
 
@@ -126,3 +127,13 @@ async def _recover(started_at: datetime) -> None:
 
     for document_id in result.requeued:
         ingestion_enqueue(document_id)
+    try:
+        from documents.sites import crawls_fail_interrupted
+
+        await sync_to_async(crawls_fail_interrupted, thread_sensitive=True)(started_before=started_at)
+    except Exception as e:
+        logger.error("crawl recovery failed: %s", e)
+    if getattr(settings, "RAGCHAT_RECOVER_ON_START", True):
+        from documents.schedule import start_schedule
+
+        start_schedule()  # due re-crawls and configured folders (documents/schedule.py)

@@ -24,8 +24,10 @@ def documents_for_user(
     status: str | None = None,
     kind: str | None = None,
     query: str | None = None,
+    source: str | None = None,
 ) -> QuerySet[Document]:
-    """Documents the user may read, newest first, narrowed by tag slug, status, kind and title text."""
+    """Documents the user may read, newest first, narrowed by tag slug, status, kind, source
+    (upload, web, folder) and title text."""
     documents = policy.readable_documents(user=user)
     if tag:
         documents = documents.filter(tags__slug=tag)
@@ -33,8 +35,12 @@ def documents_for_user(
         documents = documents.filter(status=status)
     if kind:
         documents = documents.filter(kind=kind)
+    if source:
+        documents = documents.filter(source_kind=source)
     if query:
-        documents = documents.filter(Q(title__icontains=query) | Q(original_filename__icontains=query))
+        documents = documents.filter(
+            Q(title__icontains=query) | Q(original_filename__icontains=query) | Q(source_url__icontains=query)
+        )
     ids = documents.values("id")
     return (
         Document.objects.filter(id__in=ids)

@@ -111,3 +111,58 @@ async def wait_for_background_ingestion(timeout: float = 60) -> None:
     """Let running in-process ingestions finish (graceful shutdown, tests)."""
     if _running:
         await asyncio.wait(list(_running), timeout=timeout)
+
+
+# ------------------------------------------------------------------------------------- site crawls
+
+
+@task(queue_name="ingestion")
+def crawl_site_task(run_id: int) -> str:
+    from documents.sites import crawl_run
+
+    return async_to_sync(crawl_run)(run_id).status
+
+
+async def _crawl(run_id: int) -> None:
+    from documents.sites import crawl_run
+
+    try:
+        await crawl_run(run_id)
+    except Exception:  # crawl_run records failures itself; this is a last resort
+        logger.exception("crawl task for run %s crashed", run_id)
+
+
+def _spawn_crawl(run_id: int) -> asyncio.Task:
+    task_ = asyncio.get_running_loop().create_task(
+        _crawl(run_id), name=f"crawl-{run_id}", context=contextvars.Context()
+    )
+    _running.add(task_)
+    task_.add_done_callback(_running.discard)
+    return task_
+
+
+async def _spawn_crawl_coroutine(run_id: int) -> None:
+    _spawn_crawl(run_id)
+
+
+def crawl_enqueue(run_id: int) -> str:
+    """Start a queued crawl run where ingestion runs ("worker", "background" or "inline"). The crawl
+    ingests its pages one after another itself, so it holds at most one ingestion at a time."""
+    if settings.RAGCHAT_INGEST_BACKEND == "tasks":
+        crawl_site_task.enqueue(run_id)
+        return "worker"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        _spawn_crawl(run_id)
+        return "background"
+    loop = _server_loop()
+    if loop is not None:
+        asyncio.run_coroutine_threadsafe(_spawn_crawl_coroutine(run_id), loop).result(timeout=10)
+        return "background"
+    from documents.sites import crawl_run_sync
+
+    crawl_run_sync(run_id)
+    return "inline"

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from documents import views
+from documents import site_views, views
 
 app_name = "documents"
 
@@ -13,4 +13,9 @@ urlpatterns = [
     path("<uuid:document_id>/retry", views.document_retry, name="retry"),
     path("<uuid:document_id>/replace", views.document_replace, name="replace"),
     path("<uuid:document_id>/delete", views.document_delete, name="delete"),
+    path("sites/", site_views.site_list, name="sites"),
+    path("sites/new", site_views.site_create, name="site_create"),
+    path("sites/<int:site_id>/", site_views.site_detail, name="site_detail"),
+    path("sites/<int:site_id>/crawl", site_views.site_crawl, name="site_crawl"),
+    path("sites/<int:site_id>/delete", site_views.site_delete, name="site_delete"),
 ]

@@ -81,6 +81,59 @@ def make_scanned_pdf(page_count: int = 2) -> bytes:
     return bytes(pdf.output())
 
 
+def scan_image(text: str, *, dpi: int = 200, seed: int = 0):
+    """`text` typeset on an A4 page as a scanner would deliver it: a greyscale image, slightly
+    rotated, with speckle noise (Pillow's own bundled font, so it renders the same everywhere)."""
+    import random
+    import textwrap
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    width, height = int(8.27 * dpi), int(11.69 * dpi)
+    image = Image.new("L", (width, height), 255)
+    draw = ImageDraw.Draw(image)
+    font = ImageFont.load_default(size=max(12, dpi // 7))
+    margin, y = dpi, dpi
+    line_height = int(font.size * 1.5)
+    for paragraph in text.split("\n"):
+        for line in textwrap.wrap(paragraph, width=60) or [""]:
+            draw.text((margin, y), line, fill=20, font=font)
+            y += line_height
+    rng = random.Random(seed)
+    pixels = image.load()
+    for _ in range(width * height // 400):  # speckle: dust and toner
+        x, yy = rng.randrange(width), rng.randrange(height)
+        pixels[x, yy] = rng.choice((0, 90, 180))
+    return image.rotate(0.4, resample=Image.Resampling.BICUBIC, fillcolor=255)
+
+
+def make_image_pdf(pages: list[str | None], *, dpi: int = 200, text_pages: dict[int, str] | None = None) -> bytes:
+    """A scanned PDF: each string becomes a page holding only an image of that text (no text layer).
+    `text_pages` {index: text} makes those pages ordinary text pages instead (a mixed PDF)."""
+    from fpdf import FPDF
+
+    pdf = FPDF(format="A4")
+    pdf.set_auto_page_break(auto=False)
+    pdf.set_font("helvetica", size=11)
+    for index, text in enumerate(pages):
+        pdf.add_page()
+        if text_pages and index in text_pages:
+            pdf.multi_cell(0, 5, _latin1(text_pages[index]))
+            continue
+        buffer = io.BytesIO()
+        scan_image(text or "", dpi=dpi, seed=index).save(buffer, format="PNG")
+        pdf.image(buffer, x=0, y=0, w=210, h=297)
+    return bytes(pdf.output())
+
+
+def make_corrupt_scan_pdf() -> bytes:
+    """A scanned PDF whose page image is damaged: the file opens, the picture on it does not decode."""
+    data = make_image_pdf(["This scan was damaged on its way to the archive."])
+    start = data.index(b"stream", data.index(b"/Subtype /Image")) + len(b"stream\n")
+    middle = start + 200
+    return data[:middle] + bytes(len(data[middle : middle + 4000])) + data[middle + 4000 :]
+
+
 def make_corrupt_pdf() -> bytes:
     """A real PDF cut off part-way, as an interrupted download leaves it."""
     data = make_pdf(["This document was cut off in transit. " * 40] * 3)

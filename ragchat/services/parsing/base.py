@@ -35,6 +35,8 @@ class ParsedDocument:
     pages: int | None
     blocks: list[TextBlock] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Pages whose text came from text recognition (scanned pages of a PDF), 1-based.
+    ocr_pages: list[int] = field(default_factory=list)
 
     @property
     def text(self) -> str:

@@ -1,4 +1,9 @@
-"""PDF: one block per page, with the page number and the section from the PDF's outline (pypdf)."""
+"""PDF: one block per page, with the page number and the section from the PDF's outline (pypdf).
+
+Pages without a text layer (scans) are read by text recognition (`ocr.py`: PDFium renders, Tesseract
+reads); a mixed PDF keeps both, each page under its own number, and `ParsedDocument.ocr_pages` says
+which pages were recognised rather than read.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ from ragchat.services.errors import (
     EmptyDocumentError,
     EncryptedDocumentError,
 )
+from ragchat.services.parsing import ocr
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
 from ragchat.services.parsing.textutil import clean_inline, clean_text, filename_title, first_line_title, page_list
 
@@ -72,19 +78,58 @@ def parse(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocum
         raise CorruptDocumentError(
             "This PDF is damaged or incomplete and cannot be read; re-export or re-download it and upload it again."
         ) from e
+    ocr_pages: list[int] = []
+    if empty_pages:
+        ocr_blocks, ocr_pages = _recognise(data, empty_pages, sections, warnings)
+        blocks = sorted([*blocks, *ocr_blocks], key=lambda block: block.page_number or 0)
     if not blocks:
         raise EmptyDocumentError(
-            "No text could be extracted from this PDF. It is probably scanned images; "
-            "text recognition (OCR) is not supported, so upload a PDF with selectable text."
-        )
-    if empty_pages:
-        warnings.append(
-            f"No text on page(s) {page_list(empty_pages)} (scanned images are not read; OCR is not supported)."
+            "No text could be read from this PDF, not even by text recognition (OCR): "
+            "its pages are blank or the scan is unreadable."
         )
     title = metadata_title or first_line_title(blocks[0].text) or filename_title(filename)
     return ParsedDocument(
-        mime_type=MIME_TYPES["pdf"], kind="pdf", title=title, pages=page_count, blocks=blocks, warnings=warnings
+        mime_type=MIME_TYPES["pdf"],
+        kind="pdf",
+        title=title,
+        pages=page_count,
+        blocks=blocks,
+        warnings=warnings,
+        ocr_pages=ocr_pages,
     )
+
+
+def _recognise(
+    data: bytes, pages: list[int], sections: list[str | None], warnings: list[str]
+) -> tuple[list[TextBlock], list[int]]:
+    """OCR the pages without a text layer; what cannot be read is named in a warning."""
+    unavailable = ocr.ocr_unavailable_reason()
+    if unavailable:
+        warnings.append(f"No text layer on page(s) {page_list(pages)}, and {unavailable}; they were not read.")
+        return [], []
+    outcome = ocr.ocr_pdf_pages(data, pages)
+    blocks: list[TextBlock] = []
+    read: list[int] = []
+    blank: list[int] = []
+    for number in pages:
+        text = clean_text(outcome.texts.get(number, ""))
+        if text.strip():
+            blocks.append(TextBlock(text=text, page_number=number, section=sections[number - 1]))
+            read.append(number)
+        elif number in outcome.texts:
+            blank.append(number)
+    if read:
+        warnings.append(f"Page(s) {page_list(read)} had no text layer and were read by text recognition (OCR).")
+    if blank:
+        warnings.append(f"No text found on page(s) {page_list(blank)}, not even by text recognition (OCR).")
+    for number, reason in sorted(outcome.failed.items()):
+        warnings.append(f"Page {number} could not be read by text recognition: {reason}.")
+    if outcome.skipped:
+        warnings.append(
+            f"Page(s) {page_list(outcome.skipped)} were not read: text recognition stops after "
+            f"{ocr.OCR_MAX_PAGES} pages."
+        )
+    return blocks, read
 
 
 _ENCRYPTED_PDF = "This PDF is password-protected; remove the password and upload it again."

@@ -65,6 +65,6 @@ def test_encrypted_pdf():
     assert str(caught.value) == "This PDF is password-protected; remove the password and upload it again."
 
 
-def test_scanned_pdf_without_text_mentions_ocr():
-    with pytest.raises(EmptyDocumentError, match=r"OCR\) is not supported"):
+def test_pdf_of_drawings_without_text_mentions_ocr():
+    with pytest.raises(EmptyDocumentError, match=r"not even by text recognition \(OCR\)"):
         parse_document(data=docgen.make_scanned_pdf(), filename="scan.pdf")
