@@ -30,6 +30,16 @@ class TenantScopedMixin:
             field.queryset = field.queryset.filter(tenant_id=request.user.tenant_id)
         return field
 
+    def get_readonly_fields(self, request, obj=None):
+        # The tenant is the admin's own, never typed: shown, set on save.
+        fields = list(super().get_readonly_fields(request, obj))
+        return fields if self.tenant_field != "tenant_id" or "tenant_id" in fields else [*fields, "tenant_id"]
+
+    def save_model(self, request, obj, form, change):
+        if not change and self.tenant_field == "tenant_id":
+            obj.tenant_id = request.user.tenant_id
+        super().save_model(request, obj, form, change)
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         return self._own_tenant(super().formfield_for_foreignkey(db_field, request, **kwargs), request)
 

@@ -10,6 +10,13 @@ class AuditEvent(models.Model):
         SIGN_IN = "sign_in", "Signed in"
         SIGN_IN_FAILED = "sign_in_failed", "Sign-in failed"
         LOCKED_OUT = "locked_out", "Locked out"
+        TOKEN_CREATED = "token_created", "Access token created"
+        TOKEN_REVOKED = "token_revoked", "Access token revoked"
+        MEMBERSHIP_ADDED = "membership_added", "Tag membership added"
+        MEMBERSHIP_REMOVED = "membership_removed", "Tag membership removed"
+        TAG_OWNER_CHANGED = "tag_owner_changed", "Tag owner changed"
+        DOCUMENT_DELETED = "document_deleted", "Document deleted"
+        GROUPS_SYNCED = "groups_synced", "Groups synced"
 
     tenant_id = models.CharField(max_length=64, db_index=True)
     action = models.CharField(max_length=32, choices=Action.choices, db_index=True)

@@ -118,11 +118,19 @@ def _duplicate_message(name: str, existing: Document) -> str:
 
 
 def document_create(
-    *, user, data: bytes, filename: str, tags: Sequence[Tag], check_permissions: bool = True
+    *,
+    user,
+    data: bytes,
+    filename: str,
+    tags: Sequence[Tag],
+    check_permissions: bool = True,
+    source: dict | None = None,
 ) -> Document:
     """Store an upload as a queued document (the caller enqueues ingestion). Raises UploadRefused.
 
-    check_permissions=False is for operators' commands (ingest_folder, demo_data), not for requests.
+    check_permissions=False is for operators' commands (sync_folder, demo_data) and for site
+    sources (their owner's right to the tag was checked when the source was made), not for requests.
+    `source` sets where it comes from: source_kind, source_url, source_path, site, title, chunk_metadata.
     """
     name = _check_upload(data=data, filename=filename)
     if check_permissions:
@@ -133,16 +141,17 @@ def document_create(
     existing = _duplicate(tenant_id=user.tenant_id, digest=digest)
     if existing is not None:
         raise DuplicateDocument(_duplicate_message(name, existing), existing)
-    document = Document(
-        tenant_id=user.tenant_id,
-        title=name.rsplit(".", 1)[0] or name,
-        original_filename=name,
-        content_hash=digest,
-        size=len(data),
-        uploaded_by=user,
-        status=Document.Status.QUEUED,
-        stage="Waiting to start",
-    )
+    fields = {
+        "tenant_id": user.tenant_id,
+        "title": name.rsplit(".", 1)[0] or name,
+        "original_filename": name,
+        "content_hash": digest,
+        "size": len(data),
+        "uploaded_by": user,
+        "status": Document.Status.QUEUED,
+        "stage": "Waiting to start",
+    }
+    document = Document(**{**fields, **{k: v for k, v in (source or {}).items() if v}})
     try:
         with transaction.atomic():
             document.file.save(name, ContentFile(data), save=False)
@@ -155,6 +164,28 @@ def document_create(
             raise
         raise DuplicateDocument(_duplicate_message(name, existing), existing) from e
     return document
+
+
+def document_upload(*, user, upload, tags: Sequence[Tag]) -> Document:
+    """One uploaded file (a Django UploadedFile) from a request, the web page's or the API's:
+    too large is refused before it is read into memory; then document_create's checks."""
+    limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
+    if upload.size > limit:
+        name = safe_filename(upload.name or "document")
+        raise UploadRefused(
+            f"{name}: this file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB."
+        )
+    return document_create(user=user, data=upload.read(), filename=upload.name or "", tags=tags)
+
+
+MSG_DELETE_BUSY = "Wait until indexing finishes, then delete."
+
+
+def delete_problem(*, document: Document) -> str | None:
+    """Why a document cannot be deleted now (its indexing runs), or None."""
+    if document.status == Document.Status.PROCESSING and not document.is_stale:
+        return MSG_DELETE_BUSY
+    return None
 
 
 def document_replace_file(*, document: Document, data: bytes, filename: str) -> Document:
@@ -331,6 +362,7 @@ async def _parsed(document: Document, parsed: ParsedDocument, *, report: Progres
         mime_type=parsed.mime_type,
         kind=parsed.kind,
         pages=parsed.pages,
+        ocr_pages=list(parsed.ocr_pages),
     )
     await report(document)
 

@@ -50,6 +50,7 @@ def document_list(request):
         status=values.get("status") or None,
         kind=values.get("kind") or None,
         query=values.get("q") or None,
+        source=values.get("source") or None,
     )
     uploadable = policy.uploadable_tags(user=request.user)
     rows = rows_context(user=request.user, documents=documents[:200])
@@ -66,15 +67,8 @@ def document_list(request):
 
 
 def _upload_one(*, user, upload, tags) -> tuple[object | None, str | None]:
-    limit = settings.RAGCHAT_MAX_UPLOAD_BYTES
-    name = services.safe_filename(upload.name or "document")
-    if upload.size > limit:  # refuse before reading it into memory
-        return (
-            None,
-            f"{name}: this file is {upload.size / (1024 * 1024):.1f} MB; the limit is {limit // (1024 * 1024)} MB.",
-        )
     try:
-        document = services.document_create(user=user, data=upload.read(), filename=upload.name or "", tags=tags)
+        document = services.document_upload(user=user, upload=upload, tags=tags)
     except services.UploadRefused as e:
         return None, str(e)
     return document, None
@@ -213,8 +207,9 @@ def document_replace(request, document_id):
 @require_POST
 def document_delete(request, document_id):
     document = _managed_document(request, document_id)
-    if document.status == document.Status.PROCESSING and not document.is_stale:
-        return _row_or_redirect(request, document, "Wait until indexing finishes, then delete.", messages.INFO)
+    problem = services.delete_problem(document=document)
+    if problem:
+        return _row_or_redirect(request, document, problem, messages.INFO)
     title = document.title
     services.document_delete(document=document)
     if request.htmx:

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from api.endpoints import api
 from chat import views as chat_views
 from ragchat import views
 
@@ -14,5 +15,7 @@ urlpatterns = [
     path("documents/", include("documents.urls")),
     path("routing/", include("routing.urls")),
     path("access/", include("access.urls")),
+    path("api/v1/", api.urls),
+    path("api/tokens/", include("api.urls")),
     path("admin/", admin.site.urls),
 ]

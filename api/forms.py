@@ -1,0 +1,16 @@
+from django import forms
+
+from api.models import AccessToken
+
+EXPIRY_CHOICES = [(7, "7 days"), (30, "30 days"), (90, "90 days"), (365, "1 year"), (0, "Never")]
+
+
+class TokenForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Name", help_text="What uses it, e.g. “Slack bot”.")
+    scopes = forms.MultipleChoiceField(
+        choices=AccessToken.Scope.choices,
+        widget=forms.CheckboxSelectMultiple,
+        label="Scopes",
+        help_text="What it may do, as you: it never reaches more than you can.",
+    )
+    expires_in_days = forms.TypedChoiceField(coerce=int, choices=EXPIRY_CHOICES, initial=90, label="Expires in")

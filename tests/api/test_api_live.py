@@ -1,0 +1,387 @@
+"""The JSON API over real HTTP against a daphne process (its own SQLite file and embedded Qdrant, the
+hashing embedder, the fake Ollama server as the model), with tokens of different people and scopes:
+upload → status → search → chat (JSON and server-sent events) → sessions → routed question answered
+by the owner → delete; health; the docs page and schema; and the measured overhead of POST chat over
+the websocket (same question, same fake model), written to test-artifacts/api-chat-overhead.json."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.browser.conftest import LiveServer
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+
+SETUP = r"""
+import json
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.sessions.backends.db import SessionStore
+from ragchat.models import User
+from documents.services import tag_create, tag_ensure_public
+from api.services import token_create
+mk = User.objects.create_user
+olga = mk("olga", password="pw-olga-12345", first_name="Olga", email="olga@example.com")
+mike = mk("mike", password="pw-mike-12345", first_name="Mike")
+nina = mk("nina", password="pw-nina-12345", first_name="Nina")
+root = mk("root", password="pw-root-12345", is_superuser=True, is_staff=True)
+tom = mk("tom", password="pw-tom-12345", tenant_id="t2")
+tag_ensure_public(tenant_id="default")
+tag_create(tenant_id="default", name="Alpha", slug="alpha", owner=olga, members=[mike])
+tag_create(tenant_id="t2", name="Gamma", slug="gamma", owner=tom)
+ALL = ["read", "chat", "upload", "answer"]
+tokens = {
+    "olga": token_create(user=olga, name="olga", scopes=ALL, expires_in_days=1).secret,
+    "mike": token_create(user=mike, name="mike", scopes=ALL, expires_in_days=1).secret,
+    "mike_read": token_create(user=mike, name="mike-read", scopes=["read"], expires_in_days=1).secret,
+    "nina": token_create(user=nina, name="nina", scopes=ALL, expires_in_days=1).secret,
+    "root": token_create(user=root, name="root", scopes=ALL, expires_in_days=1).secret,
+    "tom": token_create(user=tom, name="tom", scopes=ALL, expires_in_days=1).secret,
+}
+store = SessionStore()
+store[SESSION_KEY] = str(mike.pk)
+store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+store[HASH_SESSION_KEY] = mike.get_session_auth_hash()
+store.create()
+print(json.dumps({"tokens": tokens, "cookie": store.session_key}))
+"""
+
+DOC_TEXT = (
+    "Vacation carry-over policy. Unused vacation days carry over to the next year, up to a maximum of "
+    "five days. The carry-over expires on March 31. Managers approve carry-over requests in the HR portal."
+)
+QUESTION = "How many unused vacation days carry over to the next year?"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ollama_server):
+    server = LiveServer(
+        data_dir=tmp_path_factory.mktemp("api-live"),
+        ollama_url=ollama_server.url,
+        extra_env={"RAGCHAT_API_CHAT_RATE": "1000/m", "RAGCHAT_API_RATE": "5000/m"},
+    )
+    server.manage("migrate", "-v0")
+    seeded = json.loads(server.shell(SETUP).strip().splitlines()[-1])
+    server.start()
+    server.tokens = seeded["tokens"]
+    server.cookie = seeded["cookie"]
+    yield server
+    server.stop()
+
+
+def client(server, who: str | None) -> httpx.Client:
+    headers = {"Authorization": f"Bearer {server.tokens[who]}"} if who else {}
+    return httpx.Client(base_url=server.url + "/api/v1", headers=headers, timeout=30)
+
+
+def error(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert body["code"] == code and body["message"] and body["request_id"] == response.headers["X-Request-ID"]
+    return body
+
+
+@pytest.fixture(scope="module")
+def document(server):
+    """Olga uploads a document to her tag through the API; it is indexed by the server."""
+    with client(server, "olga") as olga:
+        created = olga.post(
+            "/documents",
+            files=[("files", ("carry-over.txt", DOC_TEXT.encode(), "text/plain"))],
+            data={"tags": ["alpha"]},
+        )
+        assert created.status_code == 201, created.text
+        [doc] = created.json()["created"]
+        assert doc["tags"] == ["alpha"] and doc["status"] in ("queued", "processing", "ready")
+        deadline = time.monotonic() + 60
+        while doc["status"] != "ready":
+            assert doc["status"] != "failed", doc
+            assert time.monotonic() < deadline, doc
+            time.sleep(0.2)
+            doc = olga.get(f"/documents/{doc['id']}").json()
+        assert doc["chunks"] >= 1 and doc["progress"] in (0, 100)
+    return doc
+
+
+def test_upload_rules_and_messages_are_the_web_pages(server, document):
+    with client(server, "olga") as olga:
+        # The same bytes again: the web page's duplicate message, nothing stored.
+        again = olga.post(
+            "/documents", files=[("files", ("copy.txt", DOC_TEXT.encode(), "text/plain"))], data={"tags": ["alpha"]}
+        )
+        body = error(again, 422, "upload_refused")
+        assert "this content already exists as “carry-over”" in body["message"]
+        empty = olga.post("/documents", files=[("files", ("empty.txt", b"", "text/plain"))], data={"tags": ["alpha"]})
+        assert "empty" in error(empty, 422, "upload_refused")["message"]
+        # A tag she does not own is not a choice she has.
+        other = olga.post(
+            "/documents", files=[("files", ("n.txt", b"Other notes.", "text/plain"))], data={"tags": ["public"]}
+        )
+        assert "tags:" in error(other, 422, "upload_refused")["message"]
+        listing = olga.get("/documents", params={"tag": "alpha", "status": "ready"}).json()
+        assert listing["count"] == 1 and listing["items"][0]["id"] == document["id"]
+    with client(server, "mike") as mike:  # a member may read, not upload
+        refused = mike.post(
+            "/documents", files=[("files", ("m.txt", b"Mike's notes.", "text/plain"))], data={"tags": ["alpha"]}
+        )
+        error(refused, 404, "not_found")
+        assert mike.get(f"/documents/{document['id']}").json()["can_manage"] is False
+
+
+def test_search_returns_only_what_the_caller_may_read(server, document):
+    with client(server, "mike") as mike:
+        found = mike.get("/search", params={"q": "vacation carry-over days", "k": 5})
+        assert found.status_code == 200, found.text
+        body = found.json()
+        assert body["query"] == "vacation carry-over days" and body["k"] == 5
+        [hit] = [r for r in body["results"] if r["document_id"] == document["id"]][:1]
+        assert hit["title"] == "carry-over" and "carry over" in hit["snippet"]
+        assert hit["chunk_id"] == f"{document['id']}:0" and 0 < hit["score"] <= 1
+        assert hit["url"] == f"{server.url}/documents/{document['id']}/" and hit["tags"] == ["alpha"]
+        narrowed = mike.get("/search", params={"q": "vacation carry-over days", "tags": ["public"]}).json()
+        assert narrowed["results"] == []
+    for outsider in ("nina", "tom"):
+        with client(server, outsider) as c:
+            assert c.get("/search", params={"q": "vacation carry-over days"}).json()["results"] == []
+            assert c.get("/search", params={"q": "vacation carry-over", "tags": ["alpha"]}).json()["results"] == []
+            absent = c.get("/documents/00000000-0000-4000-8000-000000000000")
+            forbidden = c.get(f"/documents/{document['id']}")
+            assert error(absent, 404, "not_found")["message"] == error(forbidden, 404, "not_found")["message"]
+            assert c.get("/documents").json()["count"] == 0
+
+
+def test_chat_answers_with_citations_and_continues_a_session(server, document, fake_ollama):
+    fake_ollama.reply_citing(1, words=8, prefix="Five days carry over.")
+    with client(server, "mike") as mike:
+        first = mike.post("/chat", json={"question": QUESTION})
+        assert first.status_code == 200, first.text
+        a = first.json()
+        assert a["request_id"] == first.headers["X-Request-ID"]
+        assert a["question"] == QUESTION and a["answer"].startswith("Five days carry over.")
+        assert a["citations"] == [f"{document['id']}:0"] and a["action"] == "answered" and a["routed_to"] is None
+        cited = a["citation_map"][a["citations"][0]]
+        assert cited["title"] == "carry-over" and cited["url"] == f"{server.url}/documents/{document['id']}/"
+        assert cited["document_id"] == document["id"] and "page" in cited and "section" in cited
+        assert set(a["confidence"]) == {"overall", "retrieval", "coverage", "llm"} and a["confidence"]["overall"] > 0
+        assert a["model"] == "llama3.2" and a["timings"]["total"] > 0
+        follow = mike.post("/chat", json={"question": "And when does it expire?", "session_id": a["session_id"]})
+        assert follow.status_code == 200 and follow.json()["session_id"] == a["session_id"]
+        sessions = mike.get("/sessions").json()
+        assert a["session_id"] in [s["id"] for s in sessions]
+        history = mike.get(f"/sessions/{a['session_id']}").json()
+        assert [m["role"] for m in history["messages"]] == ["user", "assistant", "user", "assistant"]
+        assert history["messages"][1]["message"] if False else history["messages"][1]["citations"] == a["citations"]
+        # The session's transcript is the one the web chat shows: the same stored messages.
+        with client(server, "mike_read") as read_only:
+            assert read_only.get(f"/sessions/{a['session_id']}").json() == history
+            error(read_only.post("/chat", json={"question": QUESTION}), 403, "scope_missing")
+    with client(server, "nina") as nina:  # someone else's session: absent
+        error(nina.post("/chat", json={"question": QUESTION, "session_id": a["session_id"]}), 404, "not_found")
+        error(nina.get(f"/sessions/{a['session_id']}"), 404, "not_found")
+
+
+def sse_events(response) -> list[tuple[str, dict, float]]:
+    events, name, data = [], None, []
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[7:]
+        elif line.startswith("data: "):
+            data.append(line[6:])
+        elif not line and name:
+            events.append((name, json.loads("\n".join(data)), time.perf_counter()))
+            name, data = None, []
+    return events
+
+
+def test_chat_streams_server_sent_events_token_by_token(server, document, fake_ollama):
+    fake_ollama.reply_citing(1, words=20, prefix="Streaming answer:")
+    fake_ollama.token_delay(0.02)
+    with client(server, "mike") as mike:
+        with mike.stream("POST", "/chat", json={"question": QUESTION}, headers={"Accept": "text/event-stream"}) as r:
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+            events = sse_events(r)
+    names = [n for n, _, _ in events]
+    assert names[0] == "start" and names[-1] == "final" and "stage" in names, (events[-1], server.log_text()[-3000:])
+    tokens = [(d["text"], at) for n, d, at in events if n == "token"]
+    assert len(tokens) >= 20, names
+    final = events[-1][1]
+    assert "".join(t for t, _ in tokens) == final["answer"] and final["answer"].startswith("Streaming answer:")
+    assert final["citations"] and final["session_id"] == events[0][1]["session_id"]
+    assert final["message_id"] == events[0][1]["message_id"]
+    # Token by token: the first token came well before the last (20 ms apart at the model).
+    assert tokens[-1][1] - tokens[0][1] > 0.2
+
+
+def test_streamed_failure_ends_with_an_error_event(server, document, fake_ollama):
+    fake_ollama.reply("Half an answer that will stop")
+    fake_ollama.error_mid_stream(after_tokens=3)
+    with client(server, "mike") as mike:
+        with mike.stream("POST", "/chat", json={"question": QUESTION}, headers={"Accept": "text/event-stream"}) as r:
+            events = sse_events(r)
+        name, data, _ = events[-1]
+        assert name == "error" and data["code"] == "upstream_unavailable"
+        assert data["message"] == "AI service temporarily unavailable." and data["details"]["partial_answer"]
+        fake_ollama.reset()
+        fake_ollama.refuse_connections()
+        try:
+            down = mike.post("/chat", json={"question": QUESTION})
+        finally:
+            fake_ollama.accept_connections()
+        body = error(down, 502, "upstream_unavailable")
+        assert body["details"]["session_id"] and body["message"] == "AI service temporarily unavailable."
+
+
+def test_a_routed_question_reaches_its_owner_who_answers_through_the_api(server, document, fake_ollama):
+    fake_ollama.reply_citing(1, words=6, prefix="Perhaps.")
+    fake_ollama.rating(10)
+    with client(server, "mike") as mike:
+        asked = mike.post("/chat", json={"question": "Can carry-over days be paid out instead of taken?"}).json()
+        assert asked["action"] == "routed", asked
+        routed = asked["routed_to"]
+        assert routed["owner"] == "Olga" and routed["tag"] == "alpha" and routed["question_id"]
+        assert mike.get("/questions").json() == []  # a member owns nothing: nothing routed to him
+    with client(server, "nina") as nina:
+        error(nina.post(f"/questions/{routed['question_id']}/answer", json={"answer": "Yes."}), 404, "not_found")
+    with client(server, "tom") as tom:
+        error(tom.post(f"/questions/{routed['question_id']}/answer", json={"answer": "Yes."}), 404, "not_found")
+    with client(server, "olga") as olga:
+        inbox = olga.get("/questions").json()
+        mine = [q for q in inbox if q["id"] == routed["question_id"]]
+        assert mine and mine[0]["asker"] == "Mike" and mine[0]["tag"] == "alpha"
+        done = olga.post(f"/questions/{routed['question_id']}/answer", json={"answer": "No: they expire on March 31."})
+        assert done.status_code == 200 and routed["question_id"] in done.json()["answered"]
+        again = olga.post(f"/questions/{routed['question_id']}/answer", json={"answer": "Again."})
+        error(again, 409, "not_answerable")
+    with client(server, "mike") as mike:
+        history = mike.get(f"/sessions/{asked['session_id']}").json()["messages"]
+        assert history[-1]["role"] == "owner" and history[-1]["author"] == "Olga"
+        assert history[-1]["content"] == "No: they expire on March 31."
+
+
+def test_health_has_the_spec_fields_with_details_for_admins(server, document):
+    with client(server, None) as anonymous:
+        body = anonymous.get("/health").json()
+        assert body["status"] in ("ok", "degraded") and body["rag_ok"] is True
+        assert body["index_metrics"] is None and body["parts"] is None
+    with client(server, "mike") as mike:
+        assert mike.get("/health").json()["index_metrics"] is None
+    with client(server, "root") as root:
+        body = root.get("/health").json()
+        assert body["rag_ok"] is True and "chunks" in body["rag_details"]
+        assert body["index_metrics"]["total_chunks"] >= 1 and body["index_metrics"]["dimension"] == 384
+        assert body["parts"]["database"]["ok"] is True
+
+
+def test_docs_page_and_schema_are_served_by_the_app_under_the_csp(server):
+    page = httpx.get(server.url + "/api/v1/docs")
+    assert page.status_code == 200
+    csp = page.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in csp and "unsafe-inline" not in csp
+    html = page.text
+    # Scripts only from this origin's static files; the settings block is JSON, not script.
+    for tag in re.findall(r"<script[^>]*>", html):
+        assert 'type="application/json"' in tag or re.search(r'src="/static/', tag), tag
+    for asset in re.findall(r'(?:src|href)="(/static/[^"]+)"', html):
+        assert httpx.get(server.url + asset).status_code == 200, asset
+    schema = httpx.get(server.url + "/api/v1/openapi.json").json()
+    paths = set(schema["paths"])
+    assert {
+        "/api/v1/search",
+        "/api/v1/chat",
+        "/api/v1/documents",
+        "/api/v1/documents/{document_id}",
+        "/api/v1/sessions",
+        "/api/v1/sessions/{session_id}",
+        "/api/v1/questions",
+        "/api/v1/questions/{question_id}/answer",
+        "/api/v1/health",
+    } <= paths
+    assert schema["components"]["securitySchemes"]["TokenAuth"]["scheme"] == "bearer"
+
+
+def test_delete_keeps_the_web_rule(server, fake_ollama):
+    with client(server, "olga") as olga:
+        created = olga.post(
+            "/documents",
+            files=[("files", ("to-delete.txt", b"A short note that will be deleted soon.", "text/plain"))],
+            data={"tags": ["alpha"]},
+        ).json()["created"][0]
+        with client(server, "mike") as mike:  # a reader may not delete: absent
+            error(mike.delete(f"/documents/{created['id']}"), 404, "not_found")
+        deadline = time.monotonic() + 60
+        while olga.get(f"/documents/{created['id']}").json()["status"] not in ("ready", "failed"):
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert olga.delete(f"/documents/{created['id']}").status_code == 204
+        error(olga.get(f"/documents/{created['id']}"), 404, "not_found")
+
+
+# ----------------------------------------------------------------------------------- overhead
+
+FINAL_RE = re.compile(r'data-role="assistant" data-status="(complete|interrupted|failed)"')
+
+
+async def _ask_websocket(server, session_id: str, question: str) -> float:
+    from websockets.asyncio.client import connect
+
+    async with connect(
+        f"ws://127.0.0.1:{server.port}/ws/chat/{session_id}/",
+        origin=server.url,
+        additional_headers={"Cookie": f"sessionid={server.cookie}"},
+        max_size=None,
+        ping_interval=None,
+    ) as ws:
+        started = time.perf_counter()
+        await ws.send(json.dumps({"question": question}))
+        async for frame in ws:
+            match = FINAL_RE.search(frame if isinstance(frame, str) else frame.decode())
+            if match:
+                assert match.group(1) == "complete"
+                return (time.perf_counter() - started) * 1000
+    raise AssertionError("the websocket closed before the answer")
+
+
+def _ask_http(http: httpx.Client, question: str, session_id: str) -> float:
+    started = time.perf_counter()
+    response = http.post("/chat", json={"question": question, "session_id": session_id})
+    assert response.status_code == 200, response.text
+    return (time.perf_counter() - started) * 1000
+
+
+def test_post_chat_overhead_over_the_websocket(server, document, fake_ollama):
+    """Same question, same fake model (zero latency, same answer), one at a time, alternating:
+    the time from sending the question to having the whole answer, over the websocket (the web
+    chat) and over POST /api/v1/chat (keep-alive connection). Prints and stores the figures."""
+    fake_ollama.reply_citing(1, words=30, prefix="Five days.")
+    with client(server, "mike") as mike:
+        ws_session = mike.post("/chat", json={"question": QUESTION}).json()["session_id"]
+        http_session = mike.post("/chat", json={"question": QUESTION}).json()["session_id"]
+        samples = 15
+        ws_ms, http_ms = [], []
+        for i in range(samples + 2):  # two warm-up rounds
+            w = asyncio.run(_ask_websocket(server, ws_session, QUESTION))
+            h = _ask_http(mike, QUESTION, http_session)
+            if i >= 2:
+                ws_ms.append(w)
+                http_ms.append(h)
+    diffs = [h - w for h, w in zip(http_ms, ws_ms)]
+    figures = {
+        "samples": samples,
+        "websocket_p50_ms": round(statistics.median(ws_ms), 1),
+        "post_chat_p50_ms": round(statistics.median(http_ms), 1),
+        "overhead_p50_ms": round(statistics.median(diffs), 1),
+        "websocket_mean_ms": round(statistics.fmean(ws_ms), 1),
+        "post_chat_mean_ms": round(statistics.fmean(http_ms), 1),
+    }
+    print("api-chat-overhead", json.dumps(figures))
+    ARTIFACTS.mkdir(exist_ok=True)
+    (ARTIFACTS / "api-chat-overhead.json").write_text(json.dumps(figures, indent=2))
+    assert len(http_ms) == len(ws_ms) == samples

@@ -1,0 +1,188 @@
+"""Personal access tokens: made on the person's own page (secret shown once, stored as a hash,
+audited), scoped, expiring, revoked by their person or an admin of the tenant; a token acts as its
+person and never more; per-token rate limits answer 429 with Retry-After; every error has one shape."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from datetime import timedelta
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+from django.utils import timezone
+
+from access.models import AuditEvent
+from api.models import AccessToken
+from api.services import token_create
+
+pytestmark = pytest.mark.django_db
+
+ALL = ["read", "chat", "upload", "answer"]
+
+
+@pytest.fixture
+def people(django_user_model):
+    mk = django_user_model.objects.create_user
+    return {
+        "ann": mk("ann", password="pw-ann-12345", first_name="Ann"),
+        "bob": mk("bob", password="pw-bob-12345", first_name="Bob"),
+        "root": mk("root", password="pw-root-12345", is_superuser=True, is_staff=True),
+        "tess": mk("tess", password="pw-tess-12345", tenant_id="t2"),
+        "troot": mk("troot", password="pw-troot-12345", tenant_id="t2", is_superuser=True),
+    }
+
+
+def signed_in(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def bearer(secret: str) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
+
+
+def assert_error_shape(response, status: int, code: str) -> dict:
+    assert response.status_code == status, response.content
+    body = response.json()
+    assert set(body) - {"details"} == {"code", "message", "request_id"}, body
+    assert body["code"] == code and body["message"] and body["request_id"] == response["X-Request-ID"]
+    return body
+
+
+def test_the_page_makes_a_token_shows_the_secret_once_and_stores_its_hash(people):
+    client = signed_in(people["ann"])
+    page = client.post("/api/tokens/", {"name": "Slack bot", "scopes": ["read", "chat"], "expires_in_days": "30"})
+    assert page.status_code == 201
+    assert "no-store" in page["Cache-Control"] or "max-age=0" in page["Cache-Control"]
+    secret = re.search(r'value="(rct_[0-9a-f]{12}_[\w-]+)"', page.content.decode()).group(1)
+    token = AccessToken.objects.get(user=people["ann"])
+    assert token.name == "Slack bot" and token.scopes == ["chat", "read"]
+    assert token.secret_hash == hashlib.sha256(secret.encode()).hexdigest()
+    assert secret not in str(AccessToken.objects.filter(pk=token.pk).values().first())  # only the hash is kept
+    assert timedelta(days=29) < token.expires_at - timezone.now() <= timedelta(days=30)
+    # Shown once: the list afterwards names the token by its prefix only.
+    again = client.get("/api/tokens/").content.decode()
+    assert "Slack bot" in again and token.prefix in again and secret not in again
+    event = AuditEvent.objects.get(action=AuditEvent.Action.TOKEN_CREATED)
+    assert event.actor == people["ann"] and "Slack bot" in event.summary and secret not in event.summary
+    # The token works, as Ann.
+    assert bearer(secret).get("/api/v1/sessions").status_code == 200
+
+
+def test_bad_token_forms_are_refused_with_a_sentence_and_nothing_made(people):
+    client = signed_in(people["ann"])
+    page = client.post("/api/tokens/", {"name": "", "scopes": [], "expires_in_days": "30"})
+    assert page.status_code == 200
+    text = page.content.decode()
+    assert "This field is required." in text
+    assert not AccessToken.objects.exists()
+
+
+def test_revoke_own_token_and_admins_revoke_any_of_their_tenant_only(people):
+    ann = token_create(user=people["ann"], name="Ann's", scopes=ALL, expires_in_days=None)
+    bob = token_create(user=people["bob"], name="Bob's", scopes=ALL, expires_in_days=None)
+    tess = token_create(user=people["tess"], name="Tess's", scopes=ALL, expires_in_days=None)
+    # Bob may not revoke Ann's (404, as for a token that does not exist); nothing changes.
+    assert signed_in(people["bob"]).post(f"/api/tokens/{ann.token.pk}/revoke/").status_code == 404
+    assert signed_in(people["bob"]).post("/api/tokens/999999/revoke/").status_code == 404
+    assert bearer(ann.secret).get("/api/v1/sessions").status_code == 200
+    # Ann revokes her own: the next call is a 401.
+    assert signed_in(people["ann"]).post(f"/api/tokens/{ann.token.pk}/revoke/").status_code == 302
+    assert_error_shape(bearer(ann.secret).get("/api/v1/sessions"), 401, "unauthorized")
+    # Admins list their tenant's tokens and revoke any of them, not another tenant's.
+    root = signed_in(people["root"])
+    listing = root.get("/api/tokens/all/").content.decode()
+    assert "Bob&#x27;s" in listing and "Ann&#x27;s" in listing and "Tess" not in listing
+    assert signed_in(people["bob"]).get("/api/tokens/all/").status_code == 404
+    assert root.post(f"/api/tokens/{tess.token.pk}/revoke/").status_code == 404
+    assert root.post(f"/api/tokens/{bob.token.pk}/revoke/", {"next": "admin"})["Location"] == "/api/tokens/all/"
+    assert_error_shape(bearer(bob.secret).get("/api/v1/sessions"), 401, "unauthorized")
+    assert bearer(tess.secret).get("/api/v1/sessions").status_code == 200
+    revoked = AuditEvent.objects.filter(action=AuditEvent.Action.TOKEN_REVOKED).order_by("id")
+    assert [(e.actor.username, e.subject.username) for e in revoked] == [("ann", "ann"), ("root", "bob")]
+    assert signed_in(people["troot"]).post(f"/api/tokens/{tess.token.pk}/revoke/").status_code == 302
+
+
+def test_expired_tokens_inactive_people_and_forged_secrets_are_401(people):
+    made = token_create(user=people["ann"], name="short", scopes=ALL, expires_in_days=1)
+    assert bearer(made.secret).get("/api/v1/sessions").status_code == 200
+    AccessToken.objects.filter(pk=made.token.pk).update(expires_at=timezone.now() - timedelta(seconds=1))
+    assert_error_shape(bearer(made.secret).get("/api/v1/sessions"), 401, "unauthorized")
+    other = token_create(user=people["bob"], name="b", scopes=ALL, expires_in_days=None)
+    forged = other.secret[:-4] + ("AAAA" if not other.secret.endswith("AAAA") else "BBBB")
+    assert_error_shape(bearer(forged).get("/api/v1/sessions"), 401, "unauthorized")
+    assert_error_shape(Client().get("/api/v1/sessions"), 401, "unauthorized")
+    assert_error_shape(bearer("not-a-token").get("/api/v1/sessions"), 401, "unauthorized")
+    people["bob"].is_active = False
+    people["bob"].save()
+    assert_error_shape(bearer(other.secret).get("/api/v1/sessions"), 401, "unauthorized")
+
+
+def test_scopes_narrow_what_a_token_may_do(people, rag_runtime):
+    read_only = bearer(token_create(user=people["ann"], name="r", scopes=["read"], expires_in_days=None).secret)
+    assert read_only.get("/api/v1/documents").status_code == 200
+    body = assert_error_shape(
+        read_only.post("/api/v1/chat", {"question": "How many vacation days?"}, content_type="application/json"),
+        403,
+        "scope_missing",
+    )
+    assert "chat" in body["message"]
+    assert_error_shape(read_only.get("/api/v1/questions"), 403, "scope_missing")
+    assert_error_shape(read_only.delete("/api/v1/documents/00000000-0000-4000-8000-000000000000"), 403, "scope_missing")
+    chat_only = bearer(token_create(user=people["ann"], name="c", scopes=["chat"], expires_in_days=None).secret)
+    assert_error_shape(chat_only.get("/api/v1/search", {"q": "vacation days"}), 403, "scope_missing")
+    # Every scope still reaches no more than its person: Ann owns no tag, so she cannot upload.
+    everything = bearer(token_create(user=people["ann"], name="all", scopes=ALL, expires_in_days=None).secret)
+    upload = SimpleUploadedFile("notes.txt", b"Some notes about the plan.", content_type="text/plain")
+    assert_error_shape(everything.post("/api/v1/documents", {"tags": "public", "files": upload}), 404, "not_found")
+
+
+def test_validation_errors_have_the_one_shape(people, rag_runtime, settings):
+    client = bearer(token_create(user=people["ann"], name="v", scopes=ALL, expires_in_days=None).secret)
+    short = assert_error_shape(
+        client.post("/api/v1/chat", {"question": "a"}, content_type="application/json"), 422, "question_too_short"
+    )
+    assert "at least 3 characters" in short["message"]
+    long = "x" * (settings.RAG.question_max_chars + 1)
+    assert_error_shape(
+        client.post("/api/v1/chat", {"question": long}, content_type="application/json"), 422, "question_too_long"
+    )
+    model = assert_error_shape(
+        client.post("/api/v1/chat", {"question": "Hello there", "model": "gpt-9"}, content_type="application/json"),
+        422,
+        "unknown_model",
+    )
+    assert model["message"] == "Requested model not available." and "llama3.2" in model["details"]["allowed"]
+    missing = assert_error_shape(
+        client.post("/api/v1/chat", {}, content_type="application/json"), 422, "validation_error"
+    )
+    assert "question" in missing["message"]
+    assert_error_shape(client.get("/api/v1/search", {"q": "vacation", "k": 999}), 422, "validation_error")
+    # Absent and forbidden look alike.
+    assert_error_shape(client.get("/api/v1/sessions/not-a-uuid"), 404, "not_found")
+    assert_error_shape(client.get("/api/v1/documents/00000000-0000-4000-8000-000000000000"), 404, "not_found")
+    assert not AccessToken.objects.filter(user=people["bob"]).exists()
+
+
+def test_rate_limit_is_per_token_with_retry_after(people, settings):
+    settings.RAGCHAT_API_RATE = "3/m"
+    first = bearer(token_create(user=people["ann"], name="one", scopes=ALL, expires_in_days=None).secret)
+    second = bearer(token_create(user=people["ann"], name="two", scopes=ALL, expires_in_days=None).secret)
+    assert [first.get("/api/v1/sessions").status_code for _ in range(3)] == [200, 200, 200]
+    limited = first.get("/api/v1/sessions")
+    body = assert_error_shape(limited, 429, "rate_limited")
+    assert 1 <= int(limited["Retry-After"]) <= 60 and "3/m" in body["message"]
+    assert second.get("/api/v1/sessions").status_code == 200  # the limit is the token's, not the person's
+
+
+def test_chat_has_its_own_tighter_limit(people, rag_runtime, settings):
+    settings.RAGCHAT_API_CHAT_RATE = "1/m"
+    client = bearer(token_create(user=people["ann"], name="c", scopes=ALL, expires_in_days=None).secret)
+    assert client.post("/api/v1/chat", {"question": "Hello there"}, content_type="application/json").status_code == 200
+    limited = client.post("/api/v1/chat", {"question": "Hello again"}, content_type="application/json")
+    assert_error_shape(limited, 429, "rate_limited")
+    assert int(limited["Retry-After"]) >= 1
+    assert client.get("/api/v1/sessions").status_code == 200  # other calls go on
