@@ -12,7 +12,8 @@ project asks here; no other module decides access. The rules, in one sentence ea
   document — chunks, snippets, titles, filenames, pages, sections, drafts written from them,
   assistant messages built on them — is shown only to people who may read that document.
 - **Managing a document** (retry, re-index, replace, delete): admins, its uploader, or an owner
-  of one of its tags. **Uploading** to a tag: admins, and the tag's owner.
+  of one of its tags. **Uploading** to a tag: admins, and the tag's owner; the same people add,
+  crawl and delete the tag's site sources (website imports).
 - **Chat sessions and their messages**: their owner only (admins included: a chat is private).
 - **Routed questions**: the person it was routed to, the current owner of its tag, and admins.
   What such a viewer sees of the asker's context is decided by `question_context` (see
@@ -174,6 +175,23 @@ def manageable_document_ids(*, user, document_ids: Iterable[Any]) -> set[str]:
 
 def may_manage_document(*, user, document) -> bool:
     return str(document.pk) in manageable_document_ids(user=user, document_ids=[document.pk])
+
+
+# ----------------------------------------------------------------------------------- site sources
+
+
+def manageable_sites(*, user) -> QuerySet:
+    """Site sources (website imports) a person may see and run: admins every one of their tenant,
+    a tag owner those of the tags they own (as for uploading to the tag); members none."""
+    SiteSource = _model("documents.SiteSource")
+    if not is_signed_in(user):
+        return SiteSource.objects.none()
+    sites = SiteSource.objects.filter(tenant_id=user.tenant_id)
+    return sites if is_admin(user) else sites.filter(tag__owner=user, tag__tenant_id=user.tenant_id)
+
+
+def may_manage_site(*, user, site) -> bool:
+    return site is not None and manageable_sites(user=user).filter(pk=site.pk).exists()
 
 
 # ----------------------------------------------------------------------------------- sources
@@ -380,6 +398,53 @@ def question_context(*, user, question, conversation: Sequence[Any]) -> Question
         conversation=entries,
         contextual_query_visible=conversation_clear and sources.all_visible,
     )
+
+
+# ----------------------------------------------------------------------------------- API tokens
+
+
+def token_user(token, *, now=None):
+    """The person a personal access token acts as, or None: revoked, expired, or the account is no
+    longer active. A token acts as its person and never more: callers ask this module's other
+    functions with the user returned here."""
+    from django.utils import timezone
+
+    if token is None or token.revoked_at is not None:
+        return None
+    if token.expires_at is not None and token.expires_at <= (now or timezone.now()):
+        return None
+    user = token.user
+    return user if is_signed_in(user) else None
+
+
+def token_may(*, token, scope: str) -> bool:
+    """The token is usable and carries the scope (read, chat, upload, answer)."""
+    return token_user(token) is not None and scope in (token.scopes or [])
+
+
+def own_tokens(*, user) -> QuerySet:
+    AccessToken = _model("api.AccessToken")
+    if not is_signed_in(user):
+        return AccessToken.objects.none()
+    return AccessToken.objects.filter(user=user)
+
+
+def tenant_tokens(*, user) -> QuerySet:
+    """Every token of the admin's tenant (the admins' token list); nobody else's."""
+    AccessToken = _model("api.AccessToken")
+    if not is_admin(user):
+        return AccessToken.objects.none()
+    return AccessToken.objects.filter(user__tenant_id=user.tenant_id)
+
+
+def revocable_token(*, user, token_id):
+    """A token the person may revoke (their own; an admin any of their tenant's), else None."""
+    try:
+        key = int(token_id)
+    except (TypeError, ValueError):
+        return None
+    mine = own_tokens(user=user).filter(pk=key).first()
+    return mine or tenant_tokens(user=user).filter(pk=key).first()
 
 
 # ----------------------------------------------------------------------------------- audit

@@ -19,7 +19,6 @@ from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 
 from chat import presenters, selectors, services, turns
 from chat.models import Message
@@ -28,25 +27,14 @@ from ragchat.partials import render_partial
 logger = logging.getLogger(__name__)
 
 MSG_BUSY = "Please wait until the current answer is finished."
+MSG_REGENERATE_LAST = "Only the answer to the latest question can be regenerated."
 
 
-def validate_question(text: str) -> str | None:
-    """The problem with the question, or None (R-CHAT-5; QuestionTooShort/TooLong limits from settings.RAG)."""
-    rag = settings.RAG
-    length = len(text.strip())
-    if length < rag.question_min_chars:
-        return f"Your question is too short: please write at least {rag.question_min_chars} characters."
-    if length > rag.question_max_chars:
-        return (
-            f"Your question is too long ({length} characters): please keep it under "
-            f"{rag.question_max_chars} characters."
-        )
-    return None
-
-
-def note_html(text: str = "", *, kind: str = "error") -> str:
-    """The composer's note (a validation problem, "please wait"); empty text clears it."""
-    return render_partial("chat/_note.html", {"text": text, "kind": kind})
+def note_html(text: str = "", *, kind: str = "error", outcome: str = "") -> str:
+    """The composer's note (a validation problem, "please wait"); empty text clears it. `outcome`
+    tells the page what became of the question it sent: "accepted" (the composer may clear),
+    "refused" or "busy" (the composer keeps the text)."""
+    return render_partial("chat/_note.html", {"text": text, "kind": kind, "outcome": outcome})
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -78,6 +66,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for raw in query.get("sync", [])[:1]:
             if raw.isdigit() and (turn is None or int(raw) != turn.message_id):
                 await self._send_message(int(raw))
+        if "start" in query and turn is None:
+            # A chat begun from the landing page: its first question is stored, its answer starts
+            # once the page listens (and only once: a question with an answer is not pending).
+            pending = await database_sync_to_async(selectors.question_unanswered)(session_id=self.session_id)
+            if pending is not None:
+                await self._start(pending)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "group", None):
@@ -93,13 +87,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if data.get("retry"):
             await self._retry(str(data["retry"]))
             return
+        if data.get("regenerate"):
+            await self._regenerate(str(data["regenerate"]))
+            return
+        if data.get("stop"):
+            # The answer runs in the process its question reached: here, or another one, whose tabs
+            # of this session hear the group event.
+            if not turns.turn_stop(self.session_id):
+                await self.channel_layer.group_send(self.group, {"type": "chat.stop"})
+            return
         question = str(data.get("question") or "")
-        problem = validate_question(question)
+        problem = services.question_problem(question)
         if problem:
-            await self.send(text_data=note_html(problem))
+            await self.send(text_data=note_html(problem, outcome="refused"))
             return
         if turns.active_turn(self.session_id) is not None:
-            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            await self.send(text_data=note_html(MSG_BUSY, kind="info", outcome="busy"))
             return
         session = await database_sync_to_async(selectors.session_for_user)(user=self.user, session_id=self.session_id)
         if session is None:  # deleted meanwhile
@@ -108,7 +111,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user_message = await database_sync_to_async(services.message_create_user)(
             session=session, content=question.strip()
         )
-        await self.send(text_data=note_html())
+        await self.send(text_data=note_html(outcome="accepted"))
         await self._start(user_message, title=session.title)
 
     async def _retry(self, raw_id: str) -> None:
@@ -124,7 +127,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=note_html(MSG_BUSY, kind="info"))
             return
         user_message = await database_sync_to_async(lambda: failed.reply_to)()
+        # The retry's answer takes the failed one's place: it leaves the page of every tab.
+        await database_sync_to_async(services.message_discard_failed)(message=failed)
+        await turns.group_send_html(self.session_id, render_partial("chat/_removed.html", {"message_id": raw_id}))
         await self._start(user_message)
+
+    async def _regenerate(self, raw_id: str) -> None:
+        """A new answer to the session's last question; the earlier one stays as a version."""
+        if not raw_id.isdigit():
+            return
+        answer = await database_sync_to_async(selectors.answer_to_regenerate)(
+            session_id=self.session_id, message_id=int(raw_id)
+        )
+        if answer is None:
+            await self.send(text_data=note_html(MSG_REGENERATE_LAST, kind="info"))
+            return
+        if turns.active_turn(self.session_id) is not None:
+            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            return
+        # The current answer becomes an older version (hidden, reachable by its switcher).
+        number, count = await database_sync_to_async(selectors.answer_versions_of)(answer) or (1, 1)
+        html = await database_sync_to_async(presenters.message_html)(answer, oob=True, versions=(number, count + 1))
+        await turns.group_send_html(self.session_id, html)
+        question = await database_sync_to_async(lambda: answer.reply_to)()
+        await self._start(question)
 
     async def _start(self, user_message: Message, *, title: str = "") -> None:
         try:
@@ -154,6 +180,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def chat_fragment(self, event: dict) -> None:
         """HTML rendered once by the turn, sent as is to every tab."""
         await self.send(text_data=event["html"])
+
+    async def chat_stop(self, event: dict) -> None:
+        turns.turn_stop(self.session_id)
 
     async def chat_message(self, event: dict) -> None:
         """A stored message to show (e.g. the owner's answer delivered by routing): replaced if this

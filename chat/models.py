@@ -18,6 +18,8 @@ class ChatSession(models.Model):
     title = models.CharField(max_length=120, default=DEFAULT_TITLE)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True, db_index=True)
+    pinned_at = models.DateTimeField(null=True, blank=True, help_text="Pinned chats head the list.")
+    archived_at = models.DateTimeField(null=True, blank=True, help_text="Archived chats leave the list.")
 
     class Meta:
         ordering = ["-updated_at", "-created_at"]

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.urls import NoReverseMatch, reverse
 
+from chat import selectors
 from chat.models import Message
-from chat.rendering import citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
+from chat.rendering import answer_markdown, citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
 from ragchat.partials import render_partial
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
 
@@ -48,6 +50,26 @@ def confidence_context(message: Message) -> dict[str, Any] | None:
     }
 
 
+# What became of answers sent to a person: routing answers it (chat cannot import routing; the
+# routing app registers its lookup when Django starts). Message id -> {"to": a name or "", "tag": a
+# tag name or "", "fallback": bool, "answered": bool, "answered_by": a name}.
+RouteStatuses = Callable[[list[int]], dict[int, dict[str, Any]]]
+_route_statuses: RouteStatuses | None = None
+
+
+def route_statuses_provide(lookup: RouteStatuses) -> None:
+    global _route_statuses
+    _route_statuses = lookup
+
+
+def route_statuses(messages: list[Message]) -> dict[int, dict[str, Any]]:
+    ids = [m.pk for m in messages if m.role == Message.Role.ASSISTANT and m.pk]
+    return _route_statuses(ids) if _route_statuses is not None and ids else {}
+
+
+STOPPED = "Stopped"  # the stored error_type of an answer its asker stopped (chat.turns stores it)
+
+
 def message_context(message: Message) -> dict[str, Any]:
     prefix = f"m{message.pk}"
     ctx: dict[str, Any] = {"msg": message, "prefix": prefix, "body": "", "sources": [], "passages": []}
@@ -57,6 +79,8 @@ def message_context(message: Message) -> dict[str, Any]:
     rendered = render_answer(message.content, known=known or [], prefix=prefix)
     ctx["body"] = rendered.html
     ctx["sources"] = rendered.sources
+    if message.status == Message.Status.COMPLETE and message.content:
+        ctx["copy_text"] = answer_markdown(message.content, known=known or [])
     if message.role == Message.Role.OWNER:
         return ctx
     smalltalk = message.query_strategy == STRATEGY_SMALLTALK
@@ -65,9 +89,14 @@ def message_context(message: Message) -> dict[str, Any]:
             "confidence": confidence_context(message),
             "route": message.route_target if message.action == "ROUTE" else None,
             "failed": message.status in (Message.Status.FAILED, Message.Status.INTERRUPTED),
+            "stopped": message.error_type == STOPPED,
             "smalltalk": smalltalk,
             "escalate_url": "" if smalltalk else escalate_url(message),
-            "show_ask_owner": not smalltalk and message.status != Message.Status.STREAMING,
+            # An answer already sent to the owner (the core routed it) has nothing more to ask.
+            "regenerate": message.status == Message.Status.COMPLETE and not smalltalk,
+            "show_ask_owner": not smalltalk
+            and message.status != Message.Status.STREAMING
+            and message.action != "ROUTE",
         }
     )
     if ctx["failed"]:
@@ -80,10 +109,32 @@ def message_context(message: Message) -> dict[str, Any]:
 
 
 def render_answer_url(passage: dict[str, Any]) -> str:
-    from chat.rendering import document_url
+    from chat.rendering import source_url
 
-    return document_url(passage["document_id"])
+    return source_url(passage)
 
 
-def message_html(message: Message, *, oob: bool = False) -> str:
-    return render_partial("chat/_message.html", {**message_context(message), "oob": oob})
+def message_html(
+    message: Message,
+    *,
+    oob: bool = False,
+    versions: tuple[int, int] | None | bool = True,
+    routed: dict[str, Any] | None | bool = True,
+) -> str:
+    """One message's article. `versions`: (number, count) of a regenerated answer among its
+    question's answers (older ones render hidden, with a switcher); `routed`: what became of it if
+    it was sent to a person. True looks either up (a page of messages passes them in, looked up
+    once for all)."""
+    if versions is True:
+        versions = selectors.answer_versions_of(message)
+    if routed is True:
+        routed = route_statuses([message]).get(message.pk)
+    ctx = {**message_context(message), "oob": oob}
+    if routed:
+        # Sent to a person (by the core's rule or "Ask the owner"): say to whom and whether they
+        # answered; nothing more to ask.
+        ctx.update({"routed": routed, "show_ask_owner": False})
+    if versions:
+        number, count = versions
+        ctx.update({"version": number, "versions": count, "older_version": number < count})
+    return render_partial("chat/_message.html", ctx)

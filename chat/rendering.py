@@ -29,9 +29,14 @@ _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
 _ANY_MARKER_RE = re.compile(r"[ \t]*\[\s*SourceId\s*:[^\]\n]*\]", re.IGNORECASE)
 # While streaming, the tail may hold the start of a marker ("[Sourc", "[SourceId: 5a3f"): hide it.
 _PARTIAL_MARKER_RE = re.compile(r"\[(?:S(?:o(?:u(?:r(?:c(?:e(?:I(?:d(?::[^\]\n]*)?)?)?)?)?)?)?)?)?$", re.IGNORECASE)
-_PLACEHOLDER_RE = re.compile("\ue000(\\d+)\ue001")
+# A marker's placeholder while the Markdown renders: it opens with "⸨" (U+2E28, punctuation, so
+# "**bold.**" right before a marker still closes its emphasis; CommonMark's flanking rule needs
+# punctuation or space after "**" that follows punctuation) and closes with a private-use character
+# that never occurs in text.
+_MARK_OPEN, _MARK_CLOSE = "\u2e28", "\ue001"
+_PLACEHOLDER_RE = re.compile(_MARK_OPEN + "(\\d+)" + _MARK_CLOSE)
 # A marker right after another copy of itself ("…[1][1]") shows once.
-_REPEAT_RE = re.compile("(\ue000(\\d+)\ue001)(?:\\s*\ue000\\2\ue001)+")
+_REPEAT_RE = re.compile(f"({_MARK_OPEN}(\\d+){_MARK_CLOSE})(?:\\s*{_MARK_OPEN}\\2{_MARK_CLOSE})+")
 
 _ALLOWED_TAGS = {
     "p",
@@ -107,6 +112,18 @@ def document_url(document_id: str) -> str:
     return ""
 
 
+def source_url(source: dict[str, Any]) -> str:
+    """Where a citation links: the web page it was taken from, only inside the allowlist stored with
+    it and the server's RAG_ALLOWLIST_DOMAINS (A4, ragchat.services.web.urls.citation_link); else the
+    access-checked document page."""
+    from django.conf import settings
+
+    from ragchat.services.web.urls import citation_link
+
+    page = citation_link(source.get("metadata") or {}, getattr(settings, "RAG_ALLOWLIST_DOMAINS", ()))
+    return page or document_url(source["document_id"])
+
+
 @dataclass(frozen=True)
 class RenderedAnswer:
     html: str
@@ -146,8 +163,8 @@ class _Numbering:
             if source_id not in self.numbers:
                 self.numbers[source_id] = len(self.numbers) + 1
                 found = self.by_id[source_id]
-                self.sources.append({**found, "n": self.numbers[source_id], "url": document_url(found["document_id"])})
-            return f"\ue000{self.numbers[source_id]}\ue001"
+                self.sources.append({**found, "n": self.numbers[source_id], "url": source_url(found)})
+            return f"{_MARK_OPEN}{self.numbers[source_id]}{_MARK_CLOSE}"
 
         # Leading spaces go with the marker: "text [1]." reads "text[1]."; a dropped one leaves no gap.
         text = _ANY_MARKER_RE.sub(replace, text)
@@ -179,6 +196,7 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             "full": full,
             "expandable": len(full) > len(short.removesuffix("...")),
             "url": source.get("url") or "",
+            "external": bool(source.get("url")) and not str(source.get("url")).startswith("/"),
             # Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>".
             "verified": bool(meta.get("verified")),
             "verified_by": meta.get("verified_by") or "an owner",
@@ -196,9 +214,53 @@ def render_answer(
     return RenderedAnswer(html=html, sources=numbering.sources)
 
 
+def answer_markdown(text: str, *, known: Sequence[dict[str, Any]]) -> str:
+    """The answer as Markdown to paste elsewhere (copy, export): markers numbered as on the page,
+    "[1]", and the sources listed under it."""
+    numbering = _Numbering(by_id={c["source_id"]: c for c in known})
+    # In plain text a number reads better apart from its word: "25 days [1]".
+    body = _PLACEHOLDER_RE.sub(lambda m: f" [{m.group(1)}]", numbering.apply(text)).replace("  [", " [").strip()
+    if not numbering.sources:
+        return body
+    lines = [body, "", "Sources:"]
+    for source in numbering.sources:
+        where = [f"page {source['page_number']}"] if source.get("page_number") is not None else []
+        where += [source["section"]] if source.get("section") else []
+        lines.append(
+            f"- [{source['n']}] {source.get('document_name') or 'Document'}"
+            + (f" ({', '.join(where)})" if where else "")
+        )
+    return "\n".join(lines)
+
+
+_OPEN_FENCE_RE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)
+_CODE_SPAN_RE = re.compile(r"`[^`\n]*`")
+
+
+def close_open_inline(text: str) -> str:
+    """A streaming tail with its half-finished inline Markdown closed, so "**25 da" shows as bold
+    text, not "**25 da", until the model writes the closing "**" (nothing is closed inside an open
+    code fence, which Markdown already runs to the end)."""
+    if len(_OPEN_FENCE_RE.findall(text)) % 2:
+        return text
+    last = text.rsplit("\n\n", 1)[-1]
+    if last.count("`") % 2:
+        return text + "`"
+    plain = _CODE_SPAN_RE.sub("", last)
+    closing = ""
+    for mark in ("**", "__"):
+        if plain.count(mark) % 2:
+            closing += mark
+            plain = plain.replace(mark, "")
+    stripped = text.rstrip()
+    if stripped.endswith(("*", "_")) and not closing:
+        return stripped.rstrip("*_")  # an opening mark with nothing after it yet
+    return text.rstrip() + closing[::-1] if closing else text
+
+
 def _render_piece(text: str, numbering: _Numbering, *, prefix: str, streaming: bool) -> str:
     if streaming:
-        text = _PARTIAL_MARKER_RE.sub("", text)
+        text = close_open_inline(_PARTIAL_MARKER_RE.sub("", text))
     html = markdown_to_html(numbering.apply(text))
     return _PLACEHOLDER_RE.sub(lambda match: numbering.marker_html(int(match.group(1)), prefix=prefix), html)
 

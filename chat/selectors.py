@@ -3,10 +3,11 @@ owner's alone): there is no path to a session that does not check it."""
 
 from __future__ import annotations
 
-from django.db.models import QuerySet
+from django.db.models import F, Q, QuerySet
 
 from access import policy
 from chat.models import ChatSession, Message
+from ragchat.services.citations import strip_source_ids
 from ragchat.services.types import ChatMessage
 
 # How many earlier messages a turn considers before the token budget cuts them further.
@@ -15,6 +16,63 @@ HISTORY_MAX_MESSAGES = 20
 
 def sessions_for_user(*, user) -> QuerySet[ChatSession]:
     return policy.sessions(user=user).order_by("-updated_at", "-created_at")
+
+
+SIDEBAR_SESSIONS = 100
+SEARCH_RESULTS = 50
+_MATCH_CONTEXT = 60
+
+
+def sidebar_sessions(*, user) -> tuple[list[ChatSession], bool]:
+    """The chats for the sidebar: pinned ones first, then the most recent, archived ones left out;
+    and whether there are more (then search finds them)."""
+    rows = list(
+        sessions_for_user(user=user)
+        .filter(archived_at__isnull=True)
+        .order_by(F("pinned_at").desc(nulls_last=True), "-updated_at", "-created_at")[: SIDEBAR_SESSIONS + 1]
+    )
+    return rows[:SIDEBAR_SESSIONS], len(rows) > SIDEBAR_SESSIONS
+
+
+def archived_sessions(*, user) -> QuerySet[ChatSession]:
+    return sessions_for_user(user=user).filter(archived_at__isnull=False).order_by("-archived_at")
+
+
+def archived_count(*, user) -> int:
+    return sessions_for_user(user=user).filter(archived_at__isnull=False).count()
+
+
+def _excerpt(text: str, query: str) -> str:
+    flat = " ".join(strip_source_ids(text).replace("**", "").split())
+    at = flat.lower().find(query.lower())
+    if at < 0:
+        return ""
+    start, end = max(0, at - _MATCH_CONTEXT), min(len(flat), at + len(query) + _MATCH_CONTEXT)
+    return ("…" if start else "") + flat[start:end] + ("…" if end < len(flat) else "")
+
+
+def sessions_search(*, user, query: str) -> list[ChatSession]:
+    """The person's chats whose title or messages mention `query` (case-insensitive), newest first;
+    each carries `match`, an excerpt of the first message that mentions it. Messages are matched as
+    the person sees them now: an answer withheld from them (a tag lost since) does not match."""
+    query = " ".join(query.split())
+    if not query:
+        return []
+    mine = sessions_for_user(user=user)
+    candidates = list(
+        Message.objects.filter(session__in=mine, content__icontains=query)
+        .exclude(status=Message.Status.STREAMING)
+        .order_by("session_id", "id")[:500]
+    )
+    matched: dict = {}
+    for m in messages_as_seen_by(user=user, messages=candidates):
+        if m.session_id not in matched and query.lower() in m.content.lower():
+            matched[m.session_id] = _excerpt(m.content, query)
+    rows = list(mine.filter(Q(title__icontains=query) | Q(pk__in=list(matched)))[:SEARCH_RESULTS])
+    for row in rows:
+        match = matched.get(row.pk, "")
+        row.match = "" if match == row.title else match
+    return rows
 
 
 def session_for_user(*, user, session_id) -> ChatSession | None:
@@ -29,6 +87,58 @@ def message_in_session(*, session_id, message_id) -> Message | None:
     return Message.objects.filter(session_id=session_id, pk=message_id).select_related("author").first()
 
 
+def question_unanswered(*, session_id) -> Message | None:
+    """The session's last question when nothing answers it yet (a chat begun from the landing page,
+    whose first question the page's websocket starts)."""
+    last = Message.objects.filter(session_id=session_id).order_by("-id").first()
+    if last is None or last.role != Message.Role.USER or last.replies.exists():
+        return None
+    return last
+
+
+def answer_to_regenerate(*, session_id, message_id: int) -> Message | None:
+    """A finished answer of the session to its last question (the latest version), or None."""
+    answer = (
+        Message.objects.filter(
+            session_id=session_id, pk=message_id, role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE
+        )
+        .select_related("reply_to")
+        .first()
+    )
+    if answer is None or answer.reply_to_id is None:
+        return None
+    last_question = (
+        Message.objects.filter(session_id=session_id, role=Message.Role.USER)
+        .order_by("-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    newer = Message.objects.filter(reply_to_id=answer.reply_to_id, role=Message.Role.ASSISTANT, id__gt=answer.pk)
+    return answer if last_question == answer.reply_to_id and not newer.exists() else None
+
+
+def answer_versions(messages: list[Message]) -> dict[int, tuple[int, int]]:
+    """For each assistant answer with siblings (a regenerated question): (its number, how many),
+    oldest first; answers without siblings are left out."""
+    groups: dict[int, list[int]] = {}
+    for m in messages:
+        if m.role == Message.Role.ASSISTANT and m.reply_to_id:
+            groups.setdefault(m.reply_to_id, []).append(m.pk)
+    return {pk: (i + 1, len(ids)) for ids in groups.values() if len(ids) > 1 for i, pk in enumerate(sorted(ids))}
+
+
+def answer_versions_of(message: Message) -> tuple[int, int] | None:
+    """(number, count) of one answer among its question's answers, or None when it is the only one."""
+    if message.role != Message.Role.ASSISTANT or not message.reply_to_id:
+        return None
+    ids = list(
+        Message.objects.filter(reply_to_id=message.reply_to_id, role=Message.Role.ASSISTANT)
+        .order_by("id")
+        .values_list("id", flat=True)
+    )
+    return (ids.index(message.pk) + 1, len(ids)) if len(ids) > 1 and message.pk in ids else None
+
+
 def session_history(*, session_id, before: Message) -> list[ChatMessage]:
     """The conversation before `before`, oldest first, as the core's ChatMessages.
 
@@ -40,8 +150,12 @@ def session_history(*, session_id, before: Message) -> list[ChatMessage]:
         .exclude(content="")
         .order_by("-created_at", "-id")[:HISTORY_MAX_MESSAGES]
     )
+    # A regenerated question has several answers: the conversation goes on from the latest.
+    latest = {r.reply_to_id: r.id for r in sorted(rows, key=lambda r: r.id) if r.role == Message.Role.ASSISTANT}
     history: list[ChatMessage] = []
     for row in reversed(rows):
+        if row.role == Message.Role.ASSISTANT and row.reply_to_id and latest.get(row.reply_to_id) != row.id:
+            continue
         if row.role == Message.Role.USER:
             history.append(ChatMessage(role="user", content=row.content, timestamp=row.created_at))
         elif row.role == Message.Role.OWNER:

@@ -9,12 +9,29 @@ from __future__ import annotations
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from chat.models import DEFAULT_TITLE, ChatSession, Message
 
 TITLE_MAX_CHARS = 80
+
+
+def question_problem(text: str) -> str | None:
+    """What is wrong with a question, or None: the one check of a question's length, for the
+    websocket, the new-chat form and the API (R-CHAT-5 in docs/requirements.md; the
+    QuestionTooShort/TooLong limits from settings.RAG)."""
+    rag = settings.RAG
+    length = len(text.strip())
+    if length < rag.question_min_chars:
+        return f"Your question is too short: please write at least {rag.question_min_chars} characters."
+    if length > rag.question_max_chars:
+        return (
+            f"Your question is too long ({length} characters): please keep it under "
+            f"{rag.question_max_chars} characters."
+        )
+    return None
 
 
 def session_group_name(session_id) -> str:
@@ -32,8 +49,26 @@ def session_rename(*, session: ChatSession, title: str) -> ChatSession:
     return session
 
 
+def session_pin(*, session: ChatSession, pinned: bool) -> ChatSession:
+    session.pinned_at = timezone.now() if pinned else None
+    session.save(update_fields=["pinned_at"])  # not "updated_at": pinning is not news in the chat
+    return session
+
+
+def session_archive(*, session: ChatSession, archived: bool) -> ChatSession:
+    session.archived_at = timezone.now() if archived else None
+    session.save(update_fields=["archived_at"])
+    return session
+
+
 def session_delete(*, session: ChatSession) -> None:
     session.delete()
+
+
+def message_discard_failed(*, message: Message) -> None:
+    """A failed or interrupted answer that a retry replaces (the chat shows one answer per try)."""
+    if message.status in (Message.Status.FAILED, Message.Status.INTERRUPTED):
+        message.delete()
 
 
 def _title_from_question(question: str) -> str:
@@ -50,6 +85,14 @@ def message_create_user(*, session: ChatSession, content: str) -> Message:
         session.updated_at = timezone.now()
         session.save(update_fields=["title", "updated_at"])
     return message
+
+
+def session_start(*, user, question: str) -> tuple[ChatSession, Message]:
+    """A new chat begins with its first question: no empty chats pile up."""
+    with transaction.atomic():
+        session = session_create(user=user)
+        message = message_create_user(session=session, content=question.strip())
+    return session, message
 
 
 def message_create_draft(*, session_id, reply_to: Message) -> Message:

@@ -65,6 +65,7 @@ MSG_UNAVAILABLE = "AI service temporarily unavailable."
 MSG_MODEL = "Requested model not available."
 MSG_SEARCH = "Document search is temporarily unavailable. Please try again."
 MSG_UNKNOWN = "Something went wrong while answering. Please try again."
+MSG_STOPPED = "You stopped this answer."
 
 
 def error_sentence(error: BaseException) -> str:
@@ -83,6 +84,17 @@ class TurnInProgress(Exception):
     """The session already has an answer being written."""
 
 
+@dataclass(frozen=True)
+class TurnEvent:
+    """What a caller other than the session's tabs (the JSON API) hears of a turn, in order:
+    "stage" (text: the stage), "token" (text: the new text), then "final" (message: the stored
+    answer, after the routing signal ran) or, if the task died without one, "closed"."""
+
+    kind: str
+    text: str = ""
+    message: Message | None = None
+
+
 @dataclass
 class Turn:
     session_id: str
@@ -95,6 +107,10 @@ class Turn:
     task: asyncio.Task | None = None
     renderer: DraftRenderer | None = None
     body_shell: tuple[str, str] | None = None  # the streamed frame's wrapper around the body
+    stopped: bool = False  # the asker pressed Stop: the task is cancelled, the partial text kept
+    listeners: list[asyncio.Queue] = field(default_factory=list)  # TurnEvents for non-websocket callers
+    model: str | None = None
+    request_id: str | None = None
 
     @property
     def prefix(self) -> str:
@@ -106,6 +122,17 @@ _turns: dict[str, Turn] = {}
 
 def active_turn(session_id) -> Turn | None:
     return _turns.get(str(session_id))
+
+
+def turn_stop(session_id) -> bool:
+    """Stop the session's answer in this process (the asker pressed Stop): what streamed is kept,
+    marked stopped. False when no answer of the session runs here."""
+    turn = _turns.get(str(session_id))
+    if turn is None or turn.task is None or turn.task.done():
+        return False
+    turn.stopped = True
+    turn.task.cancel()
+    return True
 
 
 async def wait_idle(timeout: float = 30.0) -> None:
@@ -243,20 +270,40 @@ class _Streamer:
         await self.flush()
 
 
-async def turn_start(*, session_id, user, user_message: Message, title: str = "") -> Turn:
-    """Create the draft, show the question and the draft to every tab, start the turn's task."""
+def _notify(turn: Turn, event: TurnEvent) -> None:
+    for queue in turn.listeners:
+        queue.put_nowait(event)
+
+
+async def turn_start(
+    *,
+    session_id,
+    user,
+    user_message: Message,
+    title: str = "",
+    model: str | None = None,
+    request_id: str | None = None,
+    listener: asyncio.Queue | None = None,
+) -> Turn:
+    """Create the draft, show the question and the draft to every tab, start the turn's task.
+    `listener` (the JSON API) also receives the turn's TurnEvents; `model` and `request_id` are
+    the caller's (default: the configured model, a new id)."""
     key = str(session_id)
     if key in _turns:
         raise TurnInProgress(key)
     # Reserve the slot before the first await: a second question cannot slip in meanwhile.
-    turn = Turn(session_id=key, message_id=0, question=user_message.content)
+    turn = Turn(session_id=key, message_id=0, question=user_message.content, model=model, request_id=request_id)
+    if listener is not None:
+        turn.listeners.append(listener)
     _turns[key] = turn
     try:
         draft = await database_sync_to_async(services.message_create_draft)(
             session_id=session_id, reply_to=user_message
         )
         turn.message_id = draft.pk
-        user_html = await database_sync_to_async(presenters.message_html)(user_message)
+        # The question as an upsert: appended when new, replaced in place when the page shows it
+        # already (a retry, a chat begun from the landing page).
+        user_html = await database_sync_to_async(presenters.message_html)(user_message, oob=True)
         frame = render_partial(
             "chat/_turn_start.html",
             {"user_html": user_html, "turn": turn, "body": _draft_body(turn), "title": title, "session_id": session_id},
@@ -276,6 +323,7 @@ async def _run(turn: Turn, *, user, user_message: Message) -> None:
         logger.exception("chat turn crashed", extra={"event": "chat_turn_crashed", "session_id": turn.session_id})
     finally:
         _turns.pop(turn.session_id, None)
+        _notify(turn, TurnEvent("closed"))
 
 
 async def _answer(turn: Turn, *, user, user_message: Message) -> None:
@@ -292,7 +340,8 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         chat_history=history,
         retrieval_query=retrieval_query,
         query_strategy=strategy,
-        request_id=uuid.uuid4().hex,
+        request_id=turn.request_id or uuid.uuid4().hex,
+        model=turn.model,
     )
     streamer = _Streamer(turn)
     final: RAGResponse | None = None
@@ -301,12 +350,14 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         async for event in rag.stream(request):
             if isinstance(event, TokenEvent):
                 turn.text += event.text
+                _notify(turn, TurnEvent("token", text=event.text))
                 await streamer.on_token()
             elif isinstance(event, ContextEvent):
                 turn.passages = presenters.passages_from_results(event.results)
             elif isinstance(event, StageEvent):
                 await streamer.drain()
                 turn.stage = event.stage
+                _notify(turn, TurnEvent("stage", text=event.stage))
                 await group_send_html(turn.session_id, _stage_html(turn))
             elif isinstance(event, FinalEvent):
                 final = event.response
@@ -315,8 +366,12 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         await _fail(turn, request=request, rag=rag, error=e)
         return
     except asyncio.CancelledError:
-        # The process is shutting down: keep what streamed, marked interrupted.
         await streamer.close()
+        if turn.stopped:
+            # The asker pressed Stop: keep what streamed, marked stopped; the task ends normally.
+            await asyncio.shield(_fail(turn, request=request, rag=rag, error=None))
+            return
+        # The process is shutting down: keep what streamed, marked interrupted.
         await asyncio.shield(_fail(turn, request=request, rag=rag, error=LLMConnectionError("turn cancelled")))
         raise
     await streamer.close()
@@ -352,9 +407,12 @@ async def _complete(turn: Turn, response: RAGResponse) -> None:
     await _publish_final(turn, message)
 
 
-async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseException) -> None:
-    """Keep the question and whatever streamed, say what happened, show the passages found."""
-    if not isinstance(error, RAGServiceError):
+async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseException | None) -> None:
+    """Keep the question and whatever streamed, say what happened, show the passages found.
+    `error` None: the asker stopped the answer."""
+    if error is None:
+        logger.info("chat turn stopped by its asker", extra={"event": "chat_turn_stopped"})
+    elif not isinstance(error, RAGServiceError):
         logger.exception("chat turn failed unexpectedly", exc_info=error, extra={"event": "chat_turn_error"})
     else:
         logger.warning(
@@ -366,8 +424,8 @@ async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseExcepti
         "content": turn.text,
         "status": Message.Status.INTERRUPTED if turn.text.strip() else Message.Status.FAILED,
         "passages": turn.passages,
-        "error": error_sentence(error),
-        "error_type": type(error).__name__,
+        "error": MSG_STOPPED if error is None else error_sentence(error),
+        "error_type": presenters.STOPPED if error is None else type(error).__name__,
         "model": request.model or getattr(rag, "default_model", ""),
         "query_strategy": request.query_strategy,
         "retrieval_query": request.retrieval_query or "",
@@ -387,6 +445,7 @@ async def _publish_final(turn: Turn, message: Message) -> None:
     html = await database_sync_to_async(presenters.message_html)(message, oob=True)
     await group_send_html(turn.session_id, html)
     await database_sync_to_async(_signal_completed)(message)
+    _notify(turn, TurnEvent("final", message=message))
 
 
 def _signal_completed(message: Message) -> None:

@@ -1,8 +1,9 @@
 """Chat pages: the session list (home), one session with its history, new / rename / delete.
 Every view looks sessions up through their owner: another user's session is a 404."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -18,16 +19,44 @@ def _session_or_404(request, session_id):
     return session
 
 
+def _sidebar(request) -> dict:
+    sessions, more = selectors.sidebar_sessions(user=request.user)
+    return {"sessions": sessions, "more": more, "archived_count": selectors.archived_count(user=request.user)}
+
+
+def _home(request, *, question: str = "", problem: str = "", status: int = 200):
+    return render(
+        request,
+        "chat/home.html",
+        {
+            **_sidebar(request),
+            "question": question,
+            "problem": problem,
+            "question_max_chars": settings.RAG.question_max_chars,
+        },
+        status=status,
+    )
+
+
 @login_required
 @require_GET
 def chat_home(request):
-    return render(request, "chat/home.html", {"sessions": selectors.sessions_for_user(user=request.user)})
+    """The landing page: the composer, ready for a new chat's first question."""
+    return _home(request)
 
 
 @login_required
 @require_POST
 def session_new(request):
-    session = services.session_create(user=request.user, title=request.POST.get("title", ""))
+    """A new chat starts with its first question (the session page's websocket answers it): no
+    question, no chat; a refused one comes back with its text and the reason."""
+    question = request.POST.get("question", "")
+    if not question.strip():
+        return redirect("home")
+    problem = services.question_problem(question)
+    if problem:
+        return _home(request, question=question, problem=problem, status=400)
+    session, _ = services.session_start(user=request.user, question=question)
     return redirect("chat:session", session_id=session.pk)
 
 
@@ -39,16 +68,60 @@ def session_detail(request, session_id):
     messages = selectors.messages_as_seen_by(user=request.user, messages=selectors.session_messages(session=session))
     # A draft still streaming when the page was rendered: the websocket sends its current state.
     streaming = [m.pk for m in messages if m.status == Message.Status.STREAMING]
+    versions = selectors.answer_versions(messages)
+    routed = presenters.route_statuses(messages)
     return render(
         request,
         "chat/session.html",
         {
             "session": session,
-            "sessions": selectors.sessions_for_user(user=request.user),
-            "message_html": [presenters.message_html(m) for m in messages],
+            **_sidebar(request),
+            "message_html": [
+                presenters.message_html(m, versions=versions.get(m.pk), routed=routed.get(m.pk)) for m in messages
+            ],
             "sync_id": streaming[-1] if streaming else "",
+            "start": bool(messages) and messages[-1].role == Message.Role.USER,
+            "question_max_chars": settings.RAG.question_max_chars,
         },
     )
+
+
+@login_required
+@require_GET
+def session_search(request):
+    """Search across one's own chats (titles and messages as the person sees them now). The
+    sidebar's search box swaps the list in; without script it is a page of its own."""
+    query = " ".join(request.GET.get("q", "")[:200].split())
+    if request.htmx:
+        # The sidebar's list: the matches, or the recent chats again when the box is emptied.
+        ctx = {"sessions": selectors.sessions_search(user=request.user, query=query), "query": query}
+        if not query:
+            ctx = {**_sidebar(request), "query": ""}
+        return render(request, "chat/_session_list.html", ctx)
+    if not query:
+        return redirect("home")
+    return render(
+        request,
+        "chat/search.html",
+        {**_sidebar(request), "results": selectors.sessions_search(user=request.user, query=query), "query": query},
+    )
+
+
+@login_required
+@require_GET
+def session_export(request, session_id, fmt: str):
+    """The chat as Markdown or PDF, with its citations, as its owner sees it now."""
+    from chat import exports
+
+    session = _session_or_404(request, session_id)
+    if fmt == "md":
+        response = HttpResponse(
+            exports.session_markdown(user=request.user, session=session), content_type="text/markdown; charset=utf-8"
+        )
+    else:
+        response = HttpResponse(exports.session_pdf(user=request.user, session=session), content_type="application/pdf")
+    response["Content-Disposition"] = f'attachment; filename="{exports.filename(session, fmt)}"'
+    return response
 
 
 @login_required
@@ -57,6 +130,36 @@ def session_rename(request, session_id):
     session = _session_or_404(request, session_id)
     services.session_rename(session=session, title=request.POST.get("title", ""))
     return redirect("chat:session", session_id=session.pk)
+
+
+def _flag(request) -> bool:
+    return request.POST.get("value", "1") != "0"
+
+
+@login_required
+@require_POST
+def session_pin(request, session_id):
+    session = _session_or_404(request, session_id)
+    services.session_pin(session=session, pinned=_flag(request))
+    return redirect("chat:session", session_id=session.pk)
+
+
+@login_required
+@require_POST
+def session_archive(request, session_id):
+    """Archived chats leave the sidebar (still searchable, listed on the archive page)."""
+    session = _session_or_404(request, session_id)
+    archived = _flag(request)
+    services.session_archive(session=session, archived=archived)
+    return redirect("chat:archived") if archived else redirect("chat:session", session_id=session.pk)
+
+
+@login_required
+@require_GET
+def session_archived(request):
+    return render(
+        request, "chat/archived.html", {**_sidebar(request), "archived": selectors.archived_sessions(user=request.user)}
+    )
 
 
 @login_required

@@ -8,5 +8,5 @@ from ragchat.models import User
 @admin.register(User)
 class UserAdmin(TenantScopedMixin, BaseUserAdmin):
     fieldsets = BaseUserAdmin.fieldsets + (("Tenant", {"fields": ("tenant_id",)}),)
-    add_fieldsets = BaseUserAdmin.add_fieldsets + (("Tenant", {"fields": ("tenant_id",)}),)
-    list_display = ("username", "email", "tenant_id", "is_staff", "is_active")
+    # A new person joins the admin's own tenant (TenantScopedMixin.save_model): nothing to type.
+    list_display = ("username", "first_name", "last_name", "email", "is_staff", "is_active")

@@ -9,3 +9,8 @@ class User(AbstractUser):
 
     class Meta(AbstractUser.Meta):
         swappable = "AUTH_USER_MODEL"
+
+    def __str__(self) -> str:
+        """People by name where they are picked or listed (admin choices, autocomplete)."""
+        name = self.get_full_name()
+        return f"{name} ({self.username})" if name else self.username

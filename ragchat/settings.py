@@ -48,6 +48,8 @@ INSTALLED_APPS = [
     "documents",
     "chat",
     "routing",
+    "api",
+    "ninja",  # django-ninja: the JSON API's Swagger UI files and templates
     "django_tasks",
     "django_tasks_db",
     "axes",
@@ -131,6 +133,23 @@ else:
     # channels' in-memory layer, its O(channels) expiry sweep run once a second instead of per message.
     CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.ThrottledInMemoryChannelLayer"}}
 
+# Django's cache: the API's per-token rate limits count in it (django-ratelimit), so with several
+# processes (REDIS_URL) it must be the shared Redis; one process keeps it in memory.
+if REDIS_URL:
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": env.str("CHANNELS_PREFIX", default="ragchat"),
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# JSON API (/api/v1/): requests per token and window (django-ratelimit's "N/s|m|h|d"), all calls
+# and, on top, questions (POST chat); over it: 429 with Retry-After.
+RAGCHAT_API_RATE = env.str("RAGCHAT_API_RATE", default="120/m")
+RAGCHAT_API_CHAT_RATE = env.str("RAGCHAT_API_CHAT_RATE", default="20/m")
+
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
@@ -174,6 +193,23 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 RAGCHAT_INGEST_BACKEND = env.str("RAGCHAT_INGEST_BACKEND", default="inprocess")
 RAGCHAT_INGEST_CONCURRENCY = env.int("RAGCHAT_INGEST_CONCURRENCY", default=2)
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "ingestion"]}}
+
+# More sources (docs/ingestion.md "Websites, scanned PDFs, synced folders"). RAG_ALLOWLIST_DOMAINS,
+# when set, bounds every site source's own allowlist (A4); RAG_CRAWL_START_URLS with it defines a
+# site source from the environment (`manage.py crawl_site --configured --tag SLUG`); RAG_MAX_PAGES
+# caps any source's page count. Fetching refuses loopback and private addresses unless
+# RAGCHAT_CRAWL_ALLOW_PRIVATE (an intranet crawl, or the tests' local server).
+RAG_ALLOWLIST_DOMAINS = env.list("RAG_ALLOWLIST_DOMAINS", default=[])
+RAG_CRAWL_START_URLS = env.list("RAG_CRAWL_START_URLS", default=[])
+RAG_MAX_PAGES = env.int("RAG_MAX_PAGES", default=500)
+RAGCHAT_CRAWL_ALLOW_PRIVATE = env.bool("RAGCHAT_CRAWL_ALLOW_PRIVATE", default=False)
+RAGCHAT_CRAWL_DELAY_SECONDS = env.float("RAGCHAT_CRAWL_DELAY_SECONDS", default=1.0)
+RAGCHAT_CRAWL_MAX_PAGE_BYTES = env.int("RAGCHAT_CRAWL_MAX_PAGE_BYTES", default=5 * 1024 * 1024)
+RAGCHAT_CRAWL_TIMEOUT_SECONDS = env.float("RAGCHAT_CRAWL_TIMEOUT_SECONDS", default=20.0)
+# Synced folders checked on the schedule: "PATH=tag,tag;PATH2=tag" (manage.py sync_folder --configured).
+RAGCHAT_SYNC_FOLDERS = env.str("RAGCHAT_SYNC_FOLDERS", default="")
+# How often the server looks for due re-crawls and configured folders (minutes; 0: never).
+RAGCHAT_SCHEDULE_MINUTES = env.int("RAGCHAT_SCHEDULE_MINUTES", default=15)
 
 # Health: Ollama is optional in embedded mode (answers degrade to cited passages + routing).
 RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)

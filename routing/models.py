@@ -103,5 +103,16 @@ class RoutedQuestion(models.Model):
         ]
         indexes = [models.Index(fields=["tenant_id", "status", "created_at"])]
 
+    @property
+    def reason_for_people(self) -> str:
+        """The routing reason with the tag's name where the core's rule wrote its slug ("routing to
+        it owner" reads "routing to the owner of IT")."""
+        reason = self.reason
+        if self.tag is not None:
+            slug, name = self.tag.slug, self.tag.name
+            reason = reason.replace(f"routing to {slug} owner", f"routing to the owner of {name}")
+            reason = reason.replace(f"tag '{slug}'", name)
+        return reason
+
     def __str__(self) -> str:
         return self.question[:80]

@@ -99,6 +99,27 @@ def conversation_before(*, question: RoutedQuestion, limit: int = 12) -> list[Me
     return list(reversed(rows))
 
 
+def _name(user) -> str:
+    return (user.get_full_name() or user.get_username()) if user else ""
+
+
+def route_statuses(message_ids: list[int]) -> dict[int, dict]:
+    """For chat's answers that were sent to a person (chat.presenters asks, one query): to whom,
+    under which tag, and whether they answered."""
+    rows = RoutedQuestion.objects.filter(message_id__in=message_ids).select_related("tag", "target", "answered_by")
+    return {
+        q.message_id: {
+            "to": _name(q.target),
+            "tag": q.tag.name if q.tag else "",
+            "fallback": q.fallback or q.target is None,
+            "answered": q.status == RoutedQuestion.Status.ANSWERED,
+            "answered_by": _name(q.answered_by),
+            "manual": q.origin == RoutedQuestion.Origin.MANUAL,
+        }
+        for q in rows
+    }
+
+
 def unread_answers(*, user) -> QuerySet[RoutedQuestion]:
     if user is None or not user.is_authenticated:
         return RoutedQuestion.objects.none()

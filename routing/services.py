@@ -243,6 +243,8 @@ def _create(*, message: Message, origin: str, embedding: QueryEmbedding) -> Rout
         extra={"event": "question_routed", "question_id": question.pk, "fallback": fallback, "origin": origin},
     )
     transaction.on_commit(lambda: notify_new_question(question_id=question.pk, email=new_group))
+    # The asker's page names who it went to (the answer was shown before routing decided).
+    chat_services.message_push(message=message)
     return question
 
 
@@ -372,7 +374,9 @@ def question_answer(
                 .values_list("pk", flat=True)
             )
         answered: list[RoutedQuestion] = []
-        for item in RoutedQuestion.objects.filter(pk__in=group_ids).select_related("session", "question_message"):
+        for item in RoutedQuestion.objects.filter(pk__in=group_ids).select_related(
+            "session", "question_message", "message"
+        ):
             message = chat_services.message_create_owner_answer(
                 session=item.session, author=user, content=text, reply_to=item.question_message
             )
@@ -384,6 +388,9 @@ def question_answer(
             item.seen_at = None
             item.save(update_fields=["status", "answer", "answered_by", "answered_at", "answer_message", "seen_at"])
             chat_services.message_push(message=message)
+            if item.message_id:
+                # The draft it answers stops saying "unverified until they answer", live.
+                chat_services.message_push(message=item.message)
             transaction.on_commit(lambda pk=item.pk: notify_answer(question_id=pk))
             transaction.on_commit(lambda q=item: _inbox_changed(q))
             answered.append(item)

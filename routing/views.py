@@ -88,6 +88,21 @@ def question_detail(request, question_id):
         user=request.user, question=question, conversation=selectors.conversation_before(question=question)
     )
     sources = context.sources.visible
+    # The conversation reads as the chat showed it: Markdown rendered, citations as numbered cards
+    # (only entries whose every document the viewer may read are shown at all).
+    conversation = [
+        {
+            "entry": entry,
+            "html": render_answer(
+                entry.message.content,
+                known=entry.message.citations or [],
+                prefix=f"rq{question.pk}c{entry.message.pk}",
+            ).html
+            if entry.visible and entry.message.role != "user"
+            else "",
+        }
+        for entry in context.conversation
+    ]
     return render(
         request,
         "routing/question.html",
@@ -96,6 +111,7 @@ def question_detail(request, question_id):
             "form": form,
             "group": selectors.group_questions(question=question),
             "context": context,
+            "conversation": conversation,
             "sources": sources,
             "confidence": _confidence(question),
             "draft_html": render_answer(question.draft, known=sources, prefix=f"rq{question.pk}").html

@@ -116,5 +116,7 @@ def test_one_live_update_protocol():
     assert {p.relative_to(TEMPLATES).as_posix() for p in live_pages} == {
         "chat/session.html",
         "documents/list.html",
+        "documents/site_detail.html",
+        "documents/sites.html",
         "routing/inbox.html",
     }

@@ -45,6 +45,8 @@ TOKEN_RE = re.compile(r"tok(\d{4})x")
 FINAL_RE = re.compile(r'data-role="assistant" data-status="(complete|interrupted|failed)"')
 ERROR_RE = re.compile(r'class="msg-error"[^>]*>(.*?)</p>', re.S)
 TAG_RE = re.compile(r"<[^>]+>")
+# The final answer carries its Markdown once more for the copy button; tokens are counted in the text shown.
+COPY_ATTR_RE = re.compile(r'data-copy="[^"]*"')
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -247,7 +249,7 @@ class ScratchServer:
                     async for frame in ws:
                         now = time.time()
                         text = frame if isinstance(frame, str) else frame.decode()
-                        numbers = [int(n) for n in TOKEN_RE.findall(text)]
+                        numbers = [int(n) for n in TOKEN_RE.findall(COPY_ATTR_RE.sub("", text))]
                         final = FINAL_RE.search(text)
                         if numbers:
                             result.frames += 1

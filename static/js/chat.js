@@ -8,7 +8,43 @@
   const messages = document.getElementById("messages");
   const composer = document.getElementById("composer");
   const question = document.getElementById("question");
-  if (!messages || !composer) return;
+  if (!composer || !question) return;
+
+  // ---- composer: Enter to send, a length counter, and the text kept until the server takes it --
+  const MAX = parseInt(composer.dataset.max || "0", 10);
+  const count = document.getElementById("question-count");
+  const grow = () => {
+    question.style.height = "auto";
+    question.style.height = Math.min(question.scrollHeight, 200) + "px";
+  };
+  const counted = () => {
+    const n = question.value.trim().length;
+    if (count) count.textContent = n.toLocaleString("en");
+    composer.classList.toggle("over-limit", MAX > 0 && n > MAX);
+  };
+  question.addEventListener("input", () => { grow(); counted(); });
+  question.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      if (question.value.trim()) composer.requestSubmit();
+    }
+  });
+  counted();
+  if (question.value) grow();
+  if (!messages) return; // the landing page: a plain form that starts a new chat
+
+  // ---- the chat menu closes on Escape (focus back on its button) and on a click elsewhere ----
+  const menu = document.querySelector(".chat-menu");
+  if (menu) {
+    menu.addEventListener("keydown", (e) => {
+      if (e.key === "Escape" && menu.open) {
+        e.stopPropagation();
+        menu.open = false;
+        menu.querySelector("summary").focus();
+      }
+    });
+    document.addEventListener("click", (e) => { if (menu.open && !menu.contains(e.target)) menu.open = false; });
+  }
 
   // ---- auto-scroll: follow new content only if the reader has not scrolled up -------------
   let pinned = true;
@@ -20,25 +56,63 @@
   document.body.addEventListener("htmx:wsAfterMessage", () => { if (pinned) toBottom(); });
   toBottom();
 
-  // ---- composer -----------------------------------------------------------------------------
-  const grow = () => {
-    question.style.height = "auto";
-    question.style.height = Math.min(question.scrollHeight, 200) + "px";
-  };
-  question.addEventListener("input", grow);
-  question.addEventListener("keydown", (e) => {
-    if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
-      e.preventDefault();
-      if (question.value.trim()) composer.requestSubmit();
+  // The question stays in the box until the server has stored it (data-outcome="accepted" on the
+  // note it sends back); a refused one stays with the reason. A question sent while an answer is
+  // being written waits and goes when that answer ends; one sent while disconnected is queued by
+  // the ws extension and sent on reconnect.
+  let sentText = null;
+  let waiting = false;
+  const answering = () => !!messages.querySelector('[data-status="streaming"]');
+  const showNote = (text, kind) => {
+    const note = document.getElementById("composer-note");
+    if (!note) return;
+    note.className = "composer-note" + (text ? " composer-note-" + kind : "");
+    note.textContent = text;
+    if (text && kind === "info") {
+      const cancel = document.createElement("button");
+      cancel.type = "button";
+      cancel.className = "btn btn-ghost btn-sm composer-cancel";
+      cancel.textContent = "Don't send";
+      cancel.addEventListener("click", () => { waiting = false; showNote("", ""); question.focus(); });
+      note.append(" ", cancel);
     }
+  };
+  composer.classList.toggle("answering", answering()); // Send becomes Stop while an answer streams
+  const wait = () => {
+    waiting = true;
+    showNote("Your question will be sent when the current answer is finished.", "info");
+  };
+  document.body.addEventListener("htmx:wsConfigSend", (e) => {
+    if (e.target !== composer) return;
+    if (!question.value.trim()) { e.preventDefault(); return; }
+    if (answering()) { e.preventDefault(); wait(); return; }
+    sentText = question.value;
+    composer.classList.add("sending");
   });
-  document.body.addEventListener("htmx:wsAfterSend", (e) => {
-    if (e.target === composer || composer.contains(e.target)) {
-      question.value = "";
-      grow();
-      question.focus();
-      pinned = true;
-      toBottom();
+  document.body.addEventListener("htmx:wsAfterMessage", () => {
+    const note = document.getElementById("composer-note");
+    const outcome = note && note.dataset.outcome;
+    if (outcome) {
+      delete note.dataset.outcome;
+      composer.classList.remove("sending");
+      if (outcome === "accepted") {
+        if (sentText !== null && question.value.trim() === sentText.trim()) {
+          question.value = "";
+          grow();
+          counted();
+        }
+        pinned = true;
+        toBottom();
+      } else if (outcome === "busy") {
+        wait();
+      }
+      sentText = null;
+    }
+    composer.classList.toggle("answering", answering());
+    if (waiting && !answering()) {
+      waiting = false;
+      showNote("", "");
+      if (question.value.trim()) composer.requestSubmit();
     }
   });
 
@@ -62,41 +136,189 @@
       more.textContent = open ? "Show less" : "Show full passage";
     }
   };
+  // One card open at a time. A card's own controls (close, full passage, open document) are
+  // tab stops only while it is pinned open (click, tap or Enter on its marker): Tab moves marker to
+  // marker. Escape, the close button, a tap or click elsewhere, or another marker close it.
+  const controls = (cite) => cite.querySelectorAll(".cite-close, .cite-more, .cite-open");
+  const close = (cite) => {
+    // Focus inside the card goes to its marker first: a hidden control would drop it on <body>.
+    const inside = cite.querySelector(".cite-card");
+    if (inside && inside.contains(document.activeElement)) cite.querySelector(".cite-marker").focus();
+    cite.classList.remove("pinned");
+    cite.classList.add("closed");
+    controls(cite).forEach((c) => c.setAttribute("tabindex", "-1"));
+    const card = cite.querySelector(".cite-card");
+    if (card) expand(card, false);
+  };
+  const closeOthers = (keep) => {
+    messages.querySelectorAll(".cite.pinned, .cite:focus-within").forEach((c) => { if (c !== keep) close(c); });
+  };
+  const pin = (cite) => {
+    closeOthers(cite);
+    cite.classList.remove("closed");
+    cite.classList.add("pinned");
+    place(cite);
+    controls(cite).forEach((c) => c.setAttribute("tabindex", "0"));
+  };
   messages.addEventListener("mouseover", (e) => {
     const cite = e.target.closest && e.target.closest(".cite");
     if (!cite || cite.contains(e.relatedTarget)) return;
+    if (e.target.closest(".cite-marker")) closeOthers(cite); // a card never hides the next marker
     place(cite);
     clearTimeout(expandTimer);
     const card = cite.querySelector(".cite-card");
-    if (card) expandTimer = setTimeout(() => expand(card, true), EXPAND_AFTER_MS);
+    if (card && !cite.classList.contains("closed")) expandTimer = setTimeout(() => expand(card, true), EXPAND_AFTER_MS);
   });
   messages.addEventListener("mouseout", (e) => {
     const cite = e.target.closest && e.target.closest(".cite");
     if (!cite || cite.contains(e.relatedTarget)) return;
     clearTimeout(expandTimer);
+    // A card closed while its marker keeps focus stays closed until focus moves on.
+    if (!cite.contains(document.activeElement)) cite.classList.remove("closed");
     const card = cite.querySelector(".cite-card");
     if (card && !cite.classList.contains("pinned")) expand(card, false);
   });
   messages.addEventListener("focusin", (e) => {
     const cite = e.target.closest && e.target.closest(".cite");
-    if (cite) place(cite);
+    if (cite) { closeOthers(cite); place(cite); }
+  });
+  messages.addEventListener("focusout", (e) => {
+    const cite = e.target.closest && e.target.closest(".cite");
+    if (cite && !cite.contains(e.relatedTarget)) {
+      // Focus moved on: an open card closes, and hover or focus may open it again later.
+      if (cite.classList.contains("pinned")) close(cite);
+      cite.classList.remove("closed");
+    }
   });
   messages.addEventListener("click", (e) => {
-    const more = e.target.closest && e.target.closest(".cite-more");
+    const target = e.target.closest ? e.target : null;
+    if (!target) return;
+    const shut = target.closest(".cite-close");
+    if (shut) {
+      close(shut.closest(".cite"));
+      return;
+    }
+    const more = target.closest(".cite-more");
     if (more) {
       const card = more.closest(".cite-card");
       expand(card, !card.classList.contains("expanded"));
       return;
     }
-    const marker = e.target.closest && e.target.closest(".cite-marker");
-    if (marker) marker.closest(".cite").classList.toggle("pinned");
+    const marker = target.closest(".cite-marker");
+    if (marker) {
+      const cite = marker.closest(".cite");
+      if (cite.classList.contains("pinned")) close(cite);
+      else pin(cite);
+    }
+  });
+  // A tap or click anywhere else closes an open card (phones have no hover to leave).
+  document.addEventListener("click", (e) => {
+    if (e.target.closest && e.target.closest(".cite")) return;
+    messages.querySelectorAll(".cite.pinned, .cite:focus-within").forEach((cite) => {
+      close(cite);
+      if (cite.contains(document.activeElement)) document.activeElement.blur();
+    });
   });
   document.addEventListener("keydown", (e) => {
     if (e.key !== "Escape") return;
     const cite = document.activeElement && document.activeElement.closest && document.activeElement.closest(".cite");
     if (cite) {
-      cite.classList.remove("pinned");
-      cite.querySelector(".cite-marker").blur();
+      close(cite);
+      cite.querySelector(".cite-marker").focus(); // focus stays where the reader was
     }
   });
+
+  // ---- copy (an answer as Markdown with its sources; a code block) and code highlighting ----
+  const copyText = (text, button) => {
+    const done = () => {
+      const label = button.textContent;
+      button.textContent = "Copied";
+      setTimeout(() => { button.textContent = label; }, 1500);
+    };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(text).then(done, () => fallbackCopy(text) && done());
+    } else if (fallbackCopy(text)) {
+      done();
+    }
+  };
+  const fallbackCopy = (text) => {
+    // Plain-HTTP pages have no clipboard API: a hidden textarea and the copy command do it.
+    const area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.append(area);
+    area.select();
+    let ok = false;
+    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
+    area.remove();
+    return ok;
+  };
+  messages.addEventListener("click", (e) => {
+    const button = e.target.closest && e.target.closest(".msg-copy, .code-copy");
+    if (!button) return;
+    const text = button.classList.contains("code-copy")
+      ? button.closest(".code-block").querySelector("code").textContent
+      : button.dataset.copy;
+    copyText(text, button);
+  });
+  const decorate = () => {
+    messages.querySelectorAll("article:not(.status-streaming) .md pre > code:not([data-done])").forEach((code) => {
+      code.dataset.done = "1";
+      if (window.hljs) window.hljs.highlightElement(code);
+      const pre = code.parentElement;
+      const block = document.createElement("div");
+      block.className = "code-block";
+      pre.replaceWith(block);
+      const button = document.createElement("button");
+      button.type = "button";
+      button.className = "btn btn-sm code-copy";
+      button.textContent = "Copy code";
+      block.append(button, pre);
+    });
+  };
+  decorate();
+  document.body.addEventListener("htmx:wsAfterMessage", decorate);
+
+  // ---- answer versions (a regenerated question): one shown at a time, "‹ 2 / 3 ›" switches ----
+  const versionGroups = () => {
+    const groups = new Map();
+    messages.querySelectorAll("article[data-reply-to][data-role=assistant]").forEach((a) => {
+      const key = a.dataset.replyTo;
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(a);
+    });
+    return groups;
+  };
+  const showVersion = (group, index) => {
+    group.forEach((a, i) => {
+      a.hidden = i !== index;
+      const count = a.querySelector(".ver-count");
+      if (count) count.textContent = `${i + 1} / ${group.length}`;
+      a.querySelectorAll(".ver-step").forEach((b) => {
+        const to = i + parseInt(b.dataset.step, 10);
+        b.disabled = to < 0 || to >= group.length;
+      });
+    });
+  };
+  const refreshVersions = () => {
+    versionGroups().forEach((group) => {
+      if (group.length < 2) return;
+      const shown = group.findIndex((a) => !a.hidden);
+      showVersion(group, shown < 0 ? group.length - 1 : shown);
+    });
+  };
+  messages.addEventListener("click", (e) => {
+    const step = e.target.closest && e.target.closest(".ver-step");
+    if (!step) return;
+    const article = step.closest("article");
+    const group = versionGroups().get(article.dataset.replyTo) || [article];
+    const to = group.indexOf(article) + parseInt(step.dataset.step, 10);
+    if (to < 0 || to >= group.length) return;
+    showVersion(group, to);
+    const next = group[to].querySelector(`.ver-step[data-step="${step.dataset.step}"]`);
+    (next && !next.disabled ? next : group[to].querySelector(".ver-step:not([disabled])") || group[to]).focus();
+  });
+  refreshVersions();
+  document.body.addEventListener("htmx:wsAfterMessage", refreshVersions);
 })();

@@ -121,3 +121,41 @@ def test_an_answer_built_from_a_tag_the_asker_has_lost_is_withheld_in_their_chat
     html = client.get(f"/chat/{session.pk}/").content.decode()
     assert MK_A not in html
     assert "This answer drew on 1 document you no longer have access to" in html
+
+
+def test_tag_admin_explains_roles_names_people_and_sets_the_tenant(client, django_user_model):
+    """Django admin for tags (issue 14): help text for Owner and Members, people by name, the tenant
+    the admin's own (shown, never typed); links to it from the documents and inbox pages."""
+    from documents.models import Tag
+
+    admin = django_user_model.objects.create_superuser(
+        username="ada", password="pw-ada-12345", first_name="Ada", last_name="Admin", tenant_id="acme"
+    )
+    django_user_model.objects.create_user(username="ivan", first_name="Ivan", last_name="Iverson", tenant_id="acme")
+    client.force_login(admin)
+    page = client.get("/admin/documents/tag/add/").content.decode()
+    assert "answers this tag&#x27;s questions" in page or "answers this tag's questions" in page
+    assert "may read this tag" in page
+    assert 'name="tenant_id"' not in page  # not typed
+    ivan = django_user_model.objects.get(username="ivan")
+    assert str(ivan) == "Ivan Iverson (ivan)"
+    response = client.post(
+        "/admin/documents/tag/add/", {"name": "Legal", "slug": "legal", "description": "", "owner": ivan.pk}
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+    assert Tag.objects.get(slug="legal").tenant_id == "acme"
+    link = 'href="/admin/documents/tag/"'
+    assert link in client.get("/documents/").content.decode()
+    assert link in client.get("/routing/inbox/").content.decode()
+
+
+def test_owner_question_page_renders_the_conversation_like_the_chat(rag_runtime, world):
+    """Issue 14: "Conversation before the question" showed raw Markdown and [SourceId: …]; it now
+    reads like the chat (rendered, numbered citation cards), for what the viewer may read."""
+    from tests.access.test_matrix import client_for
+
+    question = world.questions["rq_b"]
+    html = client_for("superuser", world).get(f"/routing/q/{question.pk}/").content.decode()
+    conversation = html[html.index('id="conv-title"') : html.index('id="draft-title"')]
+    assert "SourceId" not in conversation
+    assert 'class="cite-marker"' in conversation and "Use at least 14 characters" in conversation

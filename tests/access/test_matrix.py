@@ -86,8 +86,12 @@ class Route:
 
     method: str
     variants: Callable[[World], dict[str, tuple[dict, set[str]]]]
-    data: dict | None = None
+    data: dict | Callable[[World, str], dict] | None = None
     state: Callable[[World, str], object] | None = None
+    # "token": the JSON API, called with a personal access token of the role (every scope: the
+    # token must reach no more than its person); "session": the web pages' sign-in.
+    auth: str = "session"
+    json: bool = False  # send `data` as a JSON body
 
 
 def one(allowed: set[str]):
@@ -117,6 +121,41 @@ def messages(w):
     return {k: ({"message_id": w.messages[k].pk}, roles) for k, roles in OWNS_MESSAGE.items()}
 
 
+MANAGES_SITE = {
+    "site_a": {"owner_a", "superuser"},
+    "site_b": {"owner_b", "superuser"},
+    "site_t2": {"other_tenant"},
+}
+
+
+def site_sources(w):
+    """Website imports of tags alpha, beta and gamma (tenant t2), made on first use. Their start URL
+    is a loopback address, refused by the SSRF guard, so a crawl started here sends nothing."""
+    from documents.models import SiteSource
+
+    if not hasattr(w, "sites"):
+        w.sites = {
+            key: SiteSource.objects.create(
+                tenant_id=tag.tenant_id,
+                name=f"Site of {tag.name}",
+                tag=tag,
+                start_urls=["http://127.0.0.1:9/"],
+                allowed_domains=["127.0.0.1"],
+            )
+            for key, tag in (("site_a", w.tags["alpha"]), ("site_b", w.tags["beta"]), ("site_t2", w.tags["gamma"]))
+        }
+    out = {k: ({"site_id": site.pk}, MANAGES_SITE[k]) for k, site in w.sites.items()}
+    out["absent"] = ({"site_id": 999999}, set())
+    return out
+
+
+def _site_state(w, key):
+    from documents.models import CrawlRun, SiteSource
+
+    site = getattr(w, "sites", {}).get(key)
+    return (SiteSource.objects.filter(pk=site.pk).exists() if site else None), CrawlRun.objects.count()
+
+
 def _doc_state(w, key):
     from documents.models import Document
 
@@ -141,6 +180,13 @@ def _session_state(w, key):
     return ChatSession.objects.filter(pk=s.pk).values("title").first() if s else None
 
 
+def _session_flags(w, key):
+    from chat.models import ChatSession
+
+    s = w.sessions.get(key)
+    return ChatSession.objects.filter(pk=s.pk).values("pinned_at", "archived_at").first() if s else None
+
+
 def _counts(*labels):
     def state(w, key):
         from django.apps import apps
@@ -150,14 +196,55 @@ def _counts(*labels):
     return state
 
 
+def _tokens(w):
+    """A token of the asker, of owner_a and of another tenant's person: revoked by its own person
+    or an admin of its tenant only."""
+    from api.services import token_create
+
+    if not hasattr(w, "token_rows"):
+        w.token_rows = {
+            key: token_create(user=w.users[role], name=f"Token of {role}", scopes=["read"], expires_in_days=None).token
+            for key, role in (("tok_asker", "asker"), ("tok_owner_a", "owner_a"), ("tok_t2", "other_tenant"))
+        }
+    allowed = {"tok_asker": {"asker", "superuser"}, "tok_owner_a": {"owner_a", "superuser"}, "tok_t2": {"other_tenant"}}
+    out = {k: ({"token_id": t.pk}, allowed[k]) for k, t in w.token_rows.items()}
+    out["absent"] = ({"token_id": 999999}, set())
+    return out
+
+
+def _token_state(w, key):
+    from api.models import AccessToken
+
+    t = getattr(w, "token_rows", {}).get(key)
+    return AccessToken.objects.filter(pk=t.pk).values("revoked_at").first() if t else None
+
+
+def _api_upload(w, role):
+    """One small text file to a tag the role may upload to (unique bytes: no duplicate refusal)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    tag = {"owner_b": "beta", "other_tenant": "gamma"}.get(role, "alpha")
+    body = f"Notes uploaded through the API by {role}: the quarterly plan and its review dates.".encode()
+    return {"files": SimpleUploadedFile(f"notes-{role}.txt", body, content_type="text/plain"), "tags": tag}
+
+
 ROUTES: dict[str, Route] = {
     "home": Route("GET", one(SIGNED_IN)),
     "health": Route("GET", one(set(ROLES))),
     "login": Route("GET", one(set(ROLES))),
     "logout": Route("POST", one(set(ROLES)), state=_counts("chat.ChatSession")),
-    "chat:new": Route("POST", one(SIGNED_IN), state=_counts("chat.ChatSession")),
+    "chat:new": Route(
+        "POST", one(SIGNED_IN), data={"question": "A first question for a new chat"}, state=_counts("chat.ChatSession")
+    ),
     "chat:session": Route("GET", sessions),
+    # "MK" is in every marker: each person's matches, excerpts included, must be their own.
+    "chat:search": Route("GET", one(SIGNED_IN), data={"q": "MK"}),
     "chat:rename": Route("POST", sessions, data={"title": "Renamed by someone"}, state=_session_state),
+    "chat:export_md": Route("GET", sessions),
+    "chat:pin": Route("POST", sessions, state=lambda w, k: _session_flags(w, k)),
+    "chat:archive": Route("POST", sessions, state=lambda w, k: _session_flags(w, k)),
+    "chat:archived": Route("GET", one(SIGNED_IN)),
+    "chat:export_pdf": Route("GET", sessions),
     "chat:delete": Route("POST", sessions, state=_session_state),
     "documents:list": Route("GET", one(SIGNED_IN)),
     "documents:upload": Route("POST", one(CAN_UPLOAD), state=_counts("documents.Document")),
@@ -167,6 +254,12 @@ ROUTES: dict[str, Route] = {
     "documents:retry": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:replace": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:delete": Route("POST", docs(MANAGES_DOC), state=_doc_state),
+    "documents:sites": Route("GET", one(CAN_UPLOAD)),
+    # Without data the form is shown again with its errors: nothing is created, nothing is fetched.
+    "documents:site_create": Route("POST", one(CAN_UPLOAD), state=_counts("documents.SiteSource")),
+    "documents:site_detail": Route("GET", site_sources),
+    "documents:site_crawl": Route("POST", site_sources, state=_site_state),
+    "documents:site_delete": Route("POST", site_sources, state=_site_state),
     "routing:inbox": Route("GET", one(HAS_INBOX)),
     "routing:mine": Route("GET", one(SIGNED_IN)),
     "routing:question": Route("GET", questions),
@@ -179,6 +272,35 @@ ROUTES: dict[str, Route] = {
     "access:view_as": Route("GET", one({"superuser"})),
     "access:view_as#run": Route("POST", one({"superuser"}), state=_counts("access.AuditEvent")),
     "access:audit": Route("GET", one({"superuser"})),
+    # Personal access token pages (session) and the JSON API (token of the role, every scope).
+    "tokens:list": Route("GET", one(SIGNED_IN)),
+    "tokens:admin": Route("GET", one({"superuser"})),
+    "tokens:revoke": Route("POST", _tokens, state=_token_state),
+    "api:api-root": Route("GET", one(set()), auth="token"),
+    "api:openapi-json": Route("GET", one(set(ROLES))),
+    "api:openapi-view": Route("GET", one(set(ROLES))),
+    "api:health": Route("GET", one(set(ROLES)), auth="token"),
+    "api:search": Route("GET", one(SIGNED_IN), data={"q": "What is the secret detail MK?", "k": 10}, auth="token"),
+    "api:chat": Route(
+        "POST",
+        one(SIGNED_IN),
+        data={"question": "What is the secret detail of the policy?"},
+        state=_counts("chat.ChatSession", "chat.Message"),
+        auth="token",
+        json=True,
+    ),
+    "api:documents": Route("GET", one(SIGNED_IN), auth="token"),
+    "api:documents_upload": Route(
+        "POST", one(CAN_UPLOAD), data=_api_upload, state=_counts("documents.Document"), auth="token"
+    ),
+    "api:document": Route("GET", docs(READS_DOC), auth="token"),
+    "api:document_delete": Route("DELETE", docs(MANAGES_DOC), state=_doc_state, auth="token"),
+    "api:sessions": Route("GET", one(SIGNED_IN), auth="token"),
+    "api:session": Route("GET", sessions, auth="token"),
+    "api:questions": Route("GET", one(SIGNED_IN), auth="token"),
+    "api:question_answer": Route(
+        "POST", questions, data={"answer": "An answer from a person."}, state=_question_state, auth="token", json=True
+    ),
 }
 # The Django admin site (every one of its generated routes): admins only, their own tenant's rows.
 ADMIN_NAMESPACE = "admin"
@@ -206,7 +328,17 @@ def test_every_websocket_route_is_classified():
 # ----------------------------------------------------------------------------------- HTTP
 
 
-def client_for(role: str, w: World) -> Client:
+def client_for(role: str, w: World, auth: str = "session") -> Client:
+    if auth == "token":
+        from api.models import AccessToken
+        from api.services import token_create
+
+        if role == "anonymous":
+            return Client()
+        secret = token_create(
+            user=w.users[role], name="matrix", scopes=list(AccessToken.Scope.values), expires_in_days=1
+        ).secret
+        return Client(HTTP_AUTHORIZATION=f"Bearer {secret}")
     client = Client()
     if role != "anonymous":
         client.force_login(w.users[role])
@@ -228,7 +360,7 @@ def _is_login_redirect(response) -> bool:
 
 def _refused(role: str, response) -> bool:
     if role == "anonymous":
-        return _is_login_redirect(response) or response.status_code in (403, 404)
+        return _is_login_redirect(response) or response.status_code in (401, 403, 404)
     return response.status_code in (403, 404)
 
 
@@ -242,11 +374,19 @@ def _reverse(name: str, kwargs: dict) -> str:
 @pytest.mark.parametrize("name", sorted(ROUTES))
 def test_route_for_role(name, role, rag_runtime, world):
     route = ROUTES[name]
-    client = client_for(role, world)
+    client = client_for(role, world, route.auth)
     for label, (kwargs, allowed) in route.variants(world).items():
         url = _reverse(name, kwargs)
         before = route.state(world, label) if route.state else None
-        response = client.get(url) if route.method == "GET" else client.post(url, route.data or {})
+        data = route.data(world, role) if callable(route.data) else (route.data or {})
+        if route.method == "GET":
+            response = client.get(url, data)
+        elif route.method == "DELETE":
+            response = client.delete(url)
+        elif route.json:
+            response = client.post(url, json.dumps(data), content_type="application/json")
+        else:
+            response = client.post(url, data)
         where = f"{route.method} {url} ({label or name}) as {role}: {response.status_code}"
         assert not leaked(role, _body(response)), f"{where} leaks {leaked(role, _body(response))}"
         if role in allowed:

@@ -71,8 +71,9 @@ def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = Fals
 
 
 def _new_chat(page):
-    page.click("form.new-chat button")
-    page.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    """The landing page offers the composer: the chat begins with the first question sent there."""
+    page.click(".new-chat a")
+    page.wait_for_selector("#composer[action='/chat/new/'] #question")
 
 
 def test_ask_stream_hover_reload_and_screenshots(chat_server, browser, fake_ollama):

@@ -94,13 +94,17 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     assert owner.locator("#inbox-empty").is_visible()
 
     employee_ctx, employee = _sign_in(browser, server, "erin")
-    employee.click("form.new-chat button")
-    employee.wait_for_selector("#conn[data-state=open]", timeout=10_000)
+    # The landing page's composer starts a new chat with its first question.
     employee.fill("#question", QUESTION)
     employee.keyboard.press("Enter")
     routed = employee.wait_for_selector("article.msg-assistant.is-route.status-complete", timeout=20_000)
+    # Named, once routing has decided: the person and the tag (not a slug, not an email address).
+    routed = employee.wait_for_selector(
+        "article.msg-assistant.is-route:has-text('sent to Olivia Owens')", timeout=10_000
+    )
     notice = routed.inner_text()
-    assert "sent to the owner of" in notice and "facilities" in notice
+    assert "sent to Olivia Owens, the owner of Facilities" in notice and "@" not in notice
+    assert "Unverified draft" in notice and routed.query_selector("button:has-text('Ask the owner')") is None
 
     # The owner's inbox shows it without a reload.
     row = owner.wait_for_selector(f".inbox-row:has-text('{QUESTION}')", timeout=10_000)
@@ -112,7 +116,9 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
 
     owner.click(f".inbox-row:has-text('{QUESTION}') a")
     owner.wait_for_selector("#answer-form")
+    question_url = owner.url
     page_text = owner.inner_text("main")
+    assert "routing to the owner of Facilities" in page_text and "facilities owner" not in page_text
     assert QUESTION in page_text and "Parking and Garage" in page_text and "say nothing about visitors" in page_text
     owner.screenshot(path=str(ARTIFACTS / "routing-question.png"), full_page=True)
     owner.fill("#answer-form textarea", ANSWER)
@@ -124,6 +130,13 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     text = answer.inner_text()
     assert "Answer from Olivia Owens" in text and ANSWER.split(":")[0] in text
     assert employee.locator("article.msg-owner time.msg-time").count() == 1
+    # The draft it answers no longer says "unverified until they answer", live and after a reload.
+    draft = employee.locator("article.msg-assistant.is-route")
+    employee.wait_for_function(
+        "document.querySelector('article.msg-assistant.is-route .route-answered') !== null", timeout=10_000
+    )
+    assert "Olivia Owens answered your question" in draft.inner_text()
+    assert "unverified until they answer" not in draft.inner_text() and "Unverified draft" not in draft.inner_text()
     employee.wait_for_timeout(300)
     employee.screenshot(path=str(ARTIFACTS / "routing-answer-delivered.png"))
 
@@ -145,6 +158,8 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     employee.goto(url)
     employee.wait_for_selector("article.msg-owner")
     assert employee.locator("#nav-unread-answers").count() == 0
+    assert "Olivia Owens answered your question" in employee.inner_text("article.msg-assistant.is-route")
+    assert employee.locator("article.msg-assistant button:has-text('Ask the owner')").count() == 0
     # After the answer: the inbox is clear, the figures count it, at phone width too.
     owner.goto(server + "/routing/inbox/")
     assert owner.locator("#inbox-empty").is_visible()
@@ -154,6 +169,12 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     phone_ctx, phone = _sign_in(browser, server, "olivia", width=390, height=844)
     phone.goto(server + "/routing/inbox/")
     phone.screenshot(path=str(ARTIFACTS / "routing-inbox-phone.png"), full_page=True)
+    # On a phone the answer comes right after the question, before the draft and the sources.
+    phone.goto(question_url)
+    answer_top = phone.locator(".answer-card").first.bounding_box()["y"]
+    assert phone.locator(".question-card").bounding_box()["y"] < answer_top
+    assert answer_top < phone.locator(".draft-card").bounding_box()["y"]
+    phone.screenshot(path=str(ARTIFACTS / "routing-question-phone.png"), full_page=True)
     phone_ctx.close()
     owner_ctx.close()
     employee_ctx.close()

@@ -193,9 +193,49 @@ async def test_retry_after_failure_answers_the_same_question(chat_session, corpu
     await tab.until_final()
     await turns.wait_idle()
     rows = await messages_of(chat_session)
-    assert [r.role for r in rows] == ["user", "assistant", "assistant"]
-    assert rows[1].status == "failed" and rows[2].status == "complete"
-    assert rows[2].reply_to_id == rows[0].pk
+    # The answer replaces the failed one: one question, one answer, on the page as in the database.
+    assert [r.role for r in rows] == ["user", "assistant"]
+    assert rows[1].status == "complete" and rows[1].reply_to_id == rows[0].pk
+    assert any(f'<article id="m{failed.pk}" hx-swap-oob="delete">' in f for f in tab.frames)
+    starts = [f for f in tab.frames if frame_kind(f) == "question+draft"]
+    # The question is re-sent as an upsert (replaced in place, not appended twice).
+    assert starts and f'id="m{rows[0].pk}" class="msg msg-user" hx-swap-oob="true"' in starts[-1]
+    await tab.close()
+
+
+async def test_a_pending_first_question_is_answered_when_the_page_connects(chat_session, corpus, fake_ollama):
+    from chat import services
+
+    fake_ollama.reply_citing(1)
+    await sync_to_async(services.message_create_user)(session=chat_session, content=VACATION_Q)
+    tab = await open_tab(chat_session.owner, chat_session.pk, query="start=1")
+    assert await tab.connect()
+    await tab.until_final()
+    await turns.wait_idle()
+    rows = await messages_of(chat_session)
+    assert [(r.role, r.status) for r in rows] == [("user", "complete"), ("assistant", "complete")]
+    await tab.close()
+    # Connecting again starts nothing: the question has its answer.
+    tab = await open_tab(chat_session.owner, chat_session.pk, query="start=1")
+    assert await tab.connect()
+    assert await tab.comm.receive_nothing(timeout=0.3)
+    assert len(await messages_of(chat_session)) == 2
+    await tab.close()
+
+
+async def test_the_note_tells_the_page_what_became_of_its_question(chat_session, corpus, fake_ollama):
+    fake_ollama.reply("slow " * 30)
+    fake_ollama.token_delay(0.02)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask("a?")
+    assert 'data-outcome="refused"' in await tab.receive()
+    await tab.ask(VACATION_Q)
+    assert 'data-outcome="accepted"' in await tab.receive()
+    await tab.ask("And what about expense reports?")
+    await tab.until_final()
+    await turns.wait_idle()
+    assert any('data-outcome="busy"' in f for f in tab.frames)
     await tab.close()
 
 
@@ -309,4 +349,75 @@ async def test_pushed_owner_answer_reaches_open_tabs(chat_session, other_user, r
     frame = await tab.receive()
     assert f'id="m{message.pk}"' in frame and "msg-owner" in frame
     assert "<strong>no</strong>" in frame and "Answer from mallory" in frame
+    await tab.close()
+
+
+LONG_REPLY = "Employees get twenty-five vacation days per year and more words follow here. " * 6
+
+
+async def test_stop_keeps_what_streamed_marked_stopped(chat_session, corpus, fake_ollama):
+    fake_ollama.reply(LONG_REPLY)
+    fake_ollama.token_delay(0.03)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask(VACATION_Q)
+    while "twenty-five" not in await tab.receive():
+        pass
+    await tab.send({"stop": "1"})
+    final = await tab.until_final()
+    await turns.wait_idle()
+    assert turns.active_turn(chat_session.pk) is None
+    _, answer = await messages_of(chat_session)
+    assert answer.status == Message.Status.INTERRUPTED and answer.error_type == "Stopped"
+    assert answer.error == "You stopped this answer."
+    assert "twenty-five" in answer.content and len(answer.content) < len(LONG_REPLY)
+    assert ">Stopped</span>" in final and "You stopped this answer." in final and ">Regenerate</button>" in final
+    # Nothing runs now: a second stop is a no-op, and a new question is taken.
+    await tab.send({"stop": "1"})
+    await tab.ask("And what about expense reports?")
+    assert 'data-outcome="accepted"' in await tab.receive()
+    await tab.until_final()
+    await turns.wait_idle()
+    await tab.close()
+
+
+async def test_regenerate_keeps_the_earlier_answer_as_a_version(chat_session, corpus, fake_ollama):
+    fake_ollama.reply("First answer.")
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    _, first = await messages_of(chat_session)
+    fake_ollama.reply("Second answer.")
+    await tab.send({"regenerate": str(first.pk)})
+    final = await tab.until_final()
+    while "Second answer." not in final:  # the first answer re-rendered as an older version, first
+        final = await tab.until_final()
+    await turns.wait_idle()
+    rows = await messages_of(chat_session)
+    assert [(r.role, r.content) for r in rows] == [
+        ("user", VACATION_Q),
+        ("assistant", "First answer."),
+        ("assistant", "Second answer."),
+    ]
+    assert rows[2].reply_to_id == rows[0].pk
+    # The first answer turned into a hidden older version; the new one says "2 / 2".
+    hidden = [f for f in tab.frames if f'id="m{first.pk}"' in f and " hidden>" in f]
+    assert hidden and '<span class="ver-count">1 / 2</span>' in hidden[0]
+    assert '<span class="ver-count">2 / 2</span>' in final
+    # Follow-ups see only the latest version.
+    from chat import selectors
+
+    fake_ollama.reply("Third answer.")
+    await tab.ask("And for part-time staff?")
+    while "Third answer." not in await tab.until_final():  # routing may re-render an earlier answer first
+        pass
+    await turns.wait_idle()
+    last_question = (await messages_of(chat_session))[3]
+    history = await sync_to_async(selectors.session_history)(session_id=chat_session.pk, before=last_question)
+    assert [h.content for h in history] == [VACATION_Q, "Second answer."]
+    # Only the latest question's answer regenerates.
+    await tab.send({"regenerate": str(rows[2].pk)})
+    while "composer-note" not in (frame := await tab.receive()):
+        pass
+    assert "Only the answer to the latest question can be regenerated." in frame
     await tab.close()

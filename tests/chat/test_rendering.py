@@ -55,3 +55,40 @@ def test_markers_numbered_by_first_use_unknown_and_malformed_dropped():
 def test_streaming_hides_a_half_written_marker():
     rendered = render_answer(f"Text [SourceId: {DOC[:8]}", known=[source(1)], prefix="m1", streaming=True)
     assert "[" not in rendered.html and "Text" in rendered.html
+
+
+@pytest.mark.parametrize("punctuation", [".", ",", "!", "?", ":", ")"])
+def test_bold_ending_in_punctuation_right_before_a_marker_stays_bold(punctuation):
+    rendered = render_answer(
+        f"You get **25 days{punctuation}**[SourceId: {DOC}:1] more.", known=[source(1)], prefix="m1"
+    )
+    assert f"<strong>25 days{punctuation}</strong>" in rendered.html and "**" not in rendered.html
+
+
+@pytest.mark.parametrize(
+    ("draft", "shown"),
+    [
+        ("Employees get **25 da", "<strong>25 da</strong>"),
+        ("Use __the por", "<strong>the por</strong>"),
+        ("Run `make te", "<code>make te</code>"),
+        ("Done **twice** and **agai", "<strong>agai</strong>"),
+        ("Starts an emphasis *", "Starts an emphasis</p>"),
+    ],
+)
+def test_half_finished_markdown_is_shown_finished_while_streaming(draft, shown):
+    html = render_answer(draft, known=[], prefix="m1", streaming=True).html
+    assert shown in html and "**" not in html and "__" not in html and "`" not in html
+
+
+def test_an_open_code_fence_is_left_alone_while_streaming():
+    html = render_answer("```python\nx = '**'", known=[], prefix="m1", streaming=True).html
+    assert "<pre><code" in html and "x = '**'" in html.replace("&#x27;", "'").replace("&#39;", "'")
+
+
+def test_answer_markdown_numbers_markers_and_lists_sources():
+    from chat.rendering import answer_markdown
+
+    text = answer_markdown(f"A **fact.**[SourceId: {DOC}:1] Another [SourceId: {DOC}:2].", known=[source(1), source(2)])
+    first, sources = text.split("\n\nSources:\n")
+    assert first == "A **fact.** [1] Another [2]."
+    assert sources.splitlines()[0].startswith("- [1] ")

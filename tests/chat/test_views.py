@@ -31,7 +31,7 @@ def test_login_required(client, chat_session):
 
 
 def test_new_rename_delete(signed_in, user):
-    response = signed_in.post(reverse("chat:new"))
+    response = signed_in.post(reverse("chat:new"), {"question": "How many vacation days do I get?"})
     session = ChatSession.objects.get(owner=user)
     assert response.url == reverse("chat:session", args=[session.pk])
     signed_in.post(reverse("chat:rename", args=[session.pk]), {"title": "  Vacation questions  "})
@@ -98,3 +98,185 @@ def test_opening_a_session_sends_session_opened_once(signed_in, user, chat_sessi
     finally:
         session_opened.disconnect(dispatch_uid="test.session_opened_once")
     assert calls == [(chat_session.pk, user.pk)]
+
+
+def test_landing_page_offers_the_composer(signed_in):
+    page = signed_in.get("/").content.decode()
+    assert 'id="composer"' in page and 'action="/chat/new/"' in page and 'name="question"' in page
+    assert "/ 2,000" in page  # the length limit, next to the counter
+
+
+def test_a_new_chat_begins_with_its_first_question(signed_in, user):
+    from chat.models import Message
+
+    # No question, no chat: "New chat" does not leave empty chats behind.
+    assert signed_in.post(reverse("chat:new")).url == reverse("home")
+    assert signed_in.post(reverse("chat:new"), {"question": "   "}).url == reverse("home")
+    assert not ChatSession.objects.filter(owner=user).exists()
+
+    response = signed_in.post(reverse("chat:new"), {"question": "  Where do I park my bike?  "})
+    session = ChatSession.objects.get(owner=user)
+    assert response.url == reverse("chat:session", args=[session.pk])
+    assert session.title == "Where do I park my bike?"
+    assert [(m.role, m.content) for m in Message.objects.filter(session=session)] == [
+        ("user", "Where do I park my bike?")
+    ]
+    # The page's websocket starts the pending question's answer.
+    page = signed_in.get(response.url).content.decode()
+    assert f'ws-connect="/ws/chat/{session.pk}/?start=1"' in page
+
+
+def test_a_refused_first_question_comes_back_with_its_text_and_reason(signed_in, user):
+    long_question = "Why " + "really " * 400
+    response = signed_in.post(reverse("chat:new"), {"question": long_question})
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert "Your question is too long (" in page and "please keep it under 2000 characters" in page
+    assert long_question.strip() in page  # the text is still in the box
+    assert not ChatSession.objects.filter(owner=user).exists()
+
+
+def _results(response) -> str:
+    """The search page's results (the sidebar beside them lists the recent chats)."""
+    page = response.content.decode()
+    return page[page.index('id="search-results"') :]
+
+
+def test_search_finds_own_chats_by_title_and_message_as_seen_now(signed_in, user, other_user):
+    from chat import services
+    from chat.models import Message
+
+    mine = services.session_create(user=user, title="Bike parking")
+    services.message_create_user(session=mine, content="Where can I leave my bicycle overnight?")
+    Message.objects.create(
+        session=mine, role="assistant", status="complete", content="Bicycles stay in the **basement** garage."
+    )
+    other = services.session_create(user=user, title="Expenses")
+    services.message_create_user(session=other, content="How do I claim a taxi receipt?")
+    theirs = services.session_create(user=other_user, title="Basement secrets")
+    services.message_create_user(session=theirs, content="The basement code is 4711")
+
+    page = _results(signed_in.get(reverse("chat:search"), {"q": "basement"}))
+    assert "Bike parking" in page and "Bicycles stay in the basement garage." in page  # an excerpt, plain text
+    assert "Expenses" not in page and "Basement secrets" not in page and "4711" not in page
+    assert "1 chat matching" in page
+    assert "Bike parking" in _results(signed_in.get(reverse("chat:search"), {"q": "BIKE"}))  # the title
+    # htmx asks for the sidebar's list only; an emptied box gives the recent chats back.
+    part = signed_in.get(reverse("chat:search"), {"q": "taxi"}, headers={"HX-Request": "true"}).content.decode()
+    assert part.startswith('<nav class="session-list" id="session-list"') and "Expenses" in part
+    assert "Bike parking" not in part
+    recent = signed_in.get(reverse("chat:search"), {"q": ""}, headers={"HX-Request": "true"}).content.decode()
+    assert "Bike parking" in recent and "Expenses" in recent
+    assert signed_in.get(reverse("chat:search"), {"q": " "}).url == reverse("home")
+
+
+def test_search_skips_answers_withheld_from_their_asker(signed_in, user):
+    """An answer built from a document its asker can no longer read is withheld when shown, and so
+    it does not match a search either."""
+    import uuid
+
+    from chat import services
+    from chat.models import Message
+    from documents.models import Document, Tag
+
+    tag = Tag.objects.create(name="Secret", slug="secret", tenant_id=user.tenant_id)
+    doc = Document.objects.create(title="Secret plan", original_filename="s.txt", content_hash="x", size=1)
+    doc.tags.add(tag)
+    source = {"source_id": f"{doc.pk}:0", "document_id": str(doc.pk), "document_name": "Secret plan"}
+    session = services.session_create(user=user, title="Plans")
+    services.message_create_user(session=session, content="What is the plan?")
+    Message.objects.create(
+        session=session, role="assistant", status="complete", content="The plan is zeppelin.", citations=[source]
+    )
+    assert uuid.UUID(str(doc.pk))
+    page = _results(signed_in.get(reverse("chat:search"), {"q": "zeppelin"}))
+    assert "No chat mentions" in page and "Plans" not in page
+
+
+def _answered_chat(user):
+    from chat import services
+    from chat.models import Message
+
+    session = services.session_create(user=user, title="Vacation days")
+    question = services.message_create_user(session=session, content="How many vacation days do I get?")
+    doc = "3f1c2a4e-8b7d-4c6e-9a1b-2d3e4f5a6b7c"
+    source = {
+        "source_id": f"{doc}:0",
+        "document_id": doc,
+        "document_name": "Vacation Policy.pdf",
+        "page_number": 3,
+        "section": "Annual leave",
+        "snippet": "Every full-time employee receives 25 days.",
+    }
+    Message.objects.create(
+        session=session,
+        role="assistant",
+        status="complete",
+        reply_to=question,
+        content=f"You get **25 days** [SourceId: {doc}:0].\n\n```python\nprint('hi')\n```",
+        citations=[source],
+        passages=[source],
+    )
+    return session
+
+
+def test_export_markdown_keeps_citations_as_numbers_with_sources(signed_in, user):
+    session = _answered_chat(user)
+    response = signed_in.get(reverse("chat:export_md", args=[session.pk]))
+    assert response["Content-Type"].startswith("text/markdown")
+    assert response["Content-Disposition"] == 'attachment; filename="vacation-days.md"'
+    text = response.content.decode()
+    assert text.startswith("# Vacation days\n")
+    assert "## You · " in text and "How many vacation days do I get?" in text
+    assert "You get **25 days** [1]." in text and "SourceId" not in text
+    assert "- [1] Vacation Policy.pdf (page 3, Annual leave)" in text
+    assert "```python\nprint('hi')\n```" in text
+
+
+def test_export_pdf_is_a_real_pdf_with_the_answer_and_its_sources(signed_in, user):
+    import io
+
+    from pypdf import PdfReader
+
+    session = _answered_chat(user)
+    response = signed_in.get(reverse("chat:export_pdf", args=[session.pk]))
+    assert response["Content-Type"] == "application/pdf" and response.content.startswith(b"%PDF")
+    text = " ".join(" ".join(page.extract_text().split()) for page in PdfReader(io.BytesIO(response.content)).pages)
+    assert "Vacation days" in text and "How many vacation days do I get?" in text
+    assert "You get 25 days [1]." in text and "[1] Vacation Policy.pdf (page 3, Annual leave)" in text
+    assert "Page 1 of 1" in text
+
+
+def test_another_persons_chat_does_not_export(client, other_user, user):
+    session = _answered_chat(user)
+    client.force_login(other_user)
+    assert client.get(reverse("chat:export_md", args=[session.pk])).status_code == 404
+    assert client.get(reverse("chat:export_pdf", args=[session.pk])).status_code == 404
+
+
+def test_pin_and_archive(signed_in, user):
+    from chat import services
+
+    older = services.session_create(user=user, title="Older chat")
+    newer = services.session_create(user=user, title="Newer chat")
+    page = signed_in.get("/").content.decode()
+    assert page.index("Newer chat") < page.index("Older chat")
+
+    signed_in.post(reverse("chat:pin", args=[older.pk]), {"value": "1"})
+    page = signed_in.get("/").content.decode()
+    assert page.index("Older chat") < page.index("Newer chat") and 'aria-label="Pinned"' in page
+    older.refresh_from_db()
+    assert older.pinned_at is not None
+
+    response = signed_in.post(reverse("chat:archive", args=[newer.pk]), {"value": "1"})
+    assert response.url == reverse("chat:archived")
+    page = signed_in.get("/").content.decode()
+    assert "Newer chat" not in page and "Archived chats (1)" in page
+    archive = signed_in.get(reverse("chat:archived")).content.decode()
+    assert "Newer chat" in archive[archive.index("<h1>Archived chats") :]
+    assert "Newer chat" in _results(signed_in.get(reverse("chat:search"), {"q": "newer"}))  # still searchable
+
+    signed_in.post(reverse("chat:archive", args=[newer.pk]), {"value": "0"})
+    signed_in.post(reverse("chat:pin", args=[older.pk]), {"value": "0"})
+    page = signed_in.get("/").content.decode()
+    assert "Archived chats (" not in page and page.index("Newer chat") < page.index("Older chat")

@@ -37,14 +37,17 @@ def test_answer_completes_and_is_stored_after_the_client_disconnects(tmp_path, o
             files=[("files", ("parking.txt", rules, "text/plain"))],
         )
         wait_for(lambda: _status(tmp_path / "db.sqlite3") == "ready", timeout=30, what="the document indexed")
-        made = client.post("/chat/new/", data={"csrfmiddlewaretoken": csrf(client, "/")})
-        session_id = re.search(r"/chat/([0-9a-f-]{36})/", made.headers["location"]).group(1)
-        cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
         ollama_server.reply(ANSWER)
         ollama_server.token_delay(0.02)  # about 5 s of streaming
-        url = server.url.replace("http://", "ws://") + f"/ws/chat/{session_id}/"
+        # A new chat begins with its first question; the page's socket (?start=1) starts the answer.
+        made = client.post(
+            "/chat/new/",
+            data={"question": "What are the parking rules for visitors?", "csrfmiddlewaretoken": csrf(client, "/")},
+        )
+        session_id = re.search(r"/chat/([0-9a-f-]{36})/", made.headers["location"]).group(1)
+        cookie = "; ".join(f"{k}={v}" for k, v in client.cookies.items())
+        url = server.url.replace("http://", "ws://") + f"/ws/chat/{session_id}/?start=1"
         with connect(url, additional_headers={"Cookie": cookie, "Origin": server.url}) as socket:
-            socket.send('{"question": "What are the parking rules for visitors?"}')
             deadline = time.monotonic() + 20
             while "piece3" not in socket.recv(timeout=max(0.1, deadline - time.monotonic())):
                 pass

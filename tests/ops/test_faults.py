@@ -57,14 +57,15 @@ async def test_ollama_500s_fail_the_turn_and_keep_question_and_passages(chat_ses
     assert turns.MSG_UNAVAILABLE in final and "Passages found" in final
     # Transient 500s were retried before giving up (RAG_RETRY_ATTEMPTS).
     assert len(fake_ollama.requests_to("/api/chat")) > 1
-    # Ollama recovers: the retry button answers the same question; both rows stay.
+    # Ollama recovers: the retry button answers the same question, and the answer replaces the
+    # failed one (the question and the new answer stay).
     fake_ollama.reset()
     fake_ollama.reply_citing(1)
     await tab.send({"retry": str(answer.pk)})
     await tab.until_final()
     await turns.wait_idle()
-    question, failed, retried = await rows(chat_session)
-    assert failed.status == "failed" and retried.status == "complete" and retried.reply_to_id == question.pk
+    question, retried = await rows(chat_session)
+    assert retried.status == "complete" and retried.reply_to_id == question.pk and retried.pk != answer.pk
     await tab.close()
 
 

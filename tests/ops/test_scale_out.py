@@ -72,16 +72,21 @@ def test_owner_answer_through_one_process_reaches_the_socket_held_by_the_other(
         a.create_user("root", "pw-root-123", superuser=True)  # answers questions with no tag owner
         asker = httpx.Client(base_url=a.url, timeout=30)
         sign_in(asker, "erin", "pw-erin-123")
-        made = asker.post("/chat/new/", data={"csrfmiddlewaretoken": csrf(asker, "/")})
+        # The turn runs on A (fake Ollama, A's embedded store).
+        ollama_server.reply("I do not know the parking rules for contractors.")
+        ollama_server.rating(0)
+        made = asker.post(
+            "/chat/new/",
+            data={
+                "question": "Do contractors get paid parking at the office?",
+                "csrfmiddlewaretoken": csrf(asker, "/"),
+            },
+        )
         assert made.status_code == 302
         session_id = re.search(r"/chat/([0-9a-f-]{36})/", made.headers["location"]).group(1)
         cookie = "; ".join(f"{k}={v}" for k, v in asker.cookies.items())
-        ws_url = a.url.replace("http://", "ws://") + f"/ws/chat/{session_id}/"
+        ws_url = a.url.replace("http://", "ws://") + f"/ws/chat/{session_id}/?start=1"
         with connect(ws_url, additional_headers={"Cookie": cookie, "Origin": a.url}, open_timeout=10) as socket:
-            # The turn runs on A (fake Ollama, A's embedded store).
-            ollama_server.reply("I do not know the parking rules for contractors.")
-            ollama_server.rating(0)
-            socket.send('{"question": "Do contractors get paid parking at the office?"}')
             frames = _until(socket, lambda f: "msg msg-assistant status-" in f and "status-streaming" not in f)
             assert "status-complete" in frames[-1]
             answer_id = re.search(r'id="m(\d+)"', frames[-1]).group(1)

@@ -1,0 +1,86 @@
+"""Accessibility: axe-core (the npm registry's axe-core, fetched by `make axe`, not committed) runs
+over every page, for the people who see each page, in the light and the dark theme and at phone
+width; no serious or critical violation may remain. Debian's Chromium, real daphne."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import seeded_server
+from tests.browser.test_csp_browser import SETUP
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+AXE = sorted(ROOT.glob(".cache/axe-core-*/axe.min.js"))
+
+# Every page a person reaches, by who sees it ({…} filled from the seeded world).
+PAGES = {
+    None: ("", ["/accounts/login/"]),
+    "emma": (
+        "pw-emma-12345",
+        ["/", "/chat/{s1}/", "/chat/search/?q=password", "/documents/", "/documents/{doc_a}/", "/routing/mine/"],
+    ),
+    "fiona": ("pw-fiona-12345", ["/documents/", "/routing/inbox/", "/routing/q/{rq_b}/"]),
+    "root": ("pw-root-12345", ["/routing/inbox/", "/routing/q/{rq_b}/", "/access/view-as/", "/access/audit/"]),
+}
+VIEWS = [
+    pytest.param({"viewport": {"width": 1280, "height": 800}, "color_scheme": "light"}, id="desktop-light"),
+    pytest.param({"viewport": {"width": 1280, "height": 800}, "color_scheme": "dark"}, id="desktop-dark"),
+    pytest.param({"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}, id="phone"),
+]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ollama_server):
+    server = seeded_server(tmp_path_factory, ollama_server, name="axe")
+    server.manage("migrate", "-v0")
+    ids = json.loads(server.shell(SETUP).strip().splitlines()[-1])
+    server.start()
+    yield server, ids
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def axe_source() -> str:
+    assert AXE, "axe-core is missing: run `make axe` (make test does)"
+    return AXE[-1].read_text()
+
+
+def axe_problems(page, axe_source: str) -> list[str]:
+    """Serious and critical axe-core violations on the page as it stands, one line each."""
+    page.add_script_tag(content=axe_source)
+    result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    return [
+        f"{v['impact']}: {v['id']} ({v['help']}) at {[n['target'] for n in v['nodes']][:3]}"
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+@pytest.mark.parametrize("view", VIEWS)
+@pytest.mark.parametrize("username", list(PAGES), ids=lambda u: u or "anonymous")
+def test_every_page_passes_axe(server, chromium, axe_source, username, view):
+    live, ids = server
+    password, paths = PAGES[username]
+    context = chromium.new_context(bypass_csp=True, **view)  # axe is injected as a script
+    page = context.new_page()
+    if username:
+        page.goto(live.url + "/accounts/login/")
+        page.fill("input[name=username]", username)
+        page.fill("input[name=password]", password)
+        page.click("button[type=submit]")
+        page.wait_for_url(live.url + "/")
+    problems = {}
+    for path in paths:
+        response = page.goto(live.url + path.format(**ids))
+        assert response.status == 200, path
+        page.wait_for_load_state("networkidle")
+        found = axe_problems(page, axe_source)
+        if found:
+            problems[path] = found
+    context.close()
+    assert not problems, json.dumps(problems, indent=1)
