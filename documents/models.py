@@ -68,6 +68,9 @@ class Document(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant_id = models.CharField(max_length=64, default="default", db_index=True)
     title = models.CharField(max_length=300)
+    title_fixed = models.BooleanField(
+        default=False, help_text="A person named the document: re-indexing keeps this title, not the file's."
+    )
     original_filename = models.CharField(max_length=255)
     file = models.FileField(upload_to=document_upload_to, max_length=300)
     content_hash = models.CharField(max_length=64, help_text="SHA-256 of the original bytes.")
