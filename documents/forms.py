@@ -1,6 +1,7 @@
 from django import forms
 
 from documents.models import Document, Tag
+from documents.services import MSG_NO_TAG
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -8,25 +9,35 @@ class MultipleFileInput(forms.ClearableFileInput):
 
 
 class MultipleFileField(forms.FileField):
-    """Several files in one field (Django's documented pattern); size checks happen in services."""
+    """Several files in one field (Django's documented pattern). Each file is checked on its own by
+    documents.services (size, emptiness, type), so one bad file does not refuse the others."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("widget", MultipleFileInput())
         super().__init__(*args, **kwargs)
 
     def clean(self, data, initial=None):
-        single = super().clean
-        if isinstance(data, (list, tuple)):
-            return [single(item, initial) for item in data]
-        return [single(data, initial)]
+        files = [f for f in (data if isinstance(data, (list, tuple)) else [data]) if f]
+        if not files and self.required:
+            raise forms.ValidationError(self.error_messages["required"], code="required")
+        return files
 
 
 class UploadForm(forms.Form):
-    files = MultipleFileField(label="Files", help_text="PDF, Word (.docx), HTML, Markdown or plain text.")
+    files = MultipleFileField(
+        label="Files",
+        help_text="PDF, Word (.docx), HTML, Markdown or plain text.",
+        error_messages={"required": "Choose at least one file to upload."},
+    )
     tags = forms.ModelMultipleChoiceField(
         queryset=Tag.objects.none(),
         widget=forms.CheckboxSelectMultiple,
         help_text="Who may read these documents.",
+        error_messages={
+            "required": MSG_NO_TAG,
+            "invalid_choice": "You may not upload to one of the chosen tags.",
+            "invalid_pk_value": "You may not upload to one of the chosen tags.",
+        },
     )
 
     def __init__(self, *args, tag_choices=None, **kwargs):

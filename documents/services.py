@@ -97,9 +97,12 @@ def _check_upload(*, data: bytes, filename: str) -> str:
     return name
 
 
+MSG_NO_TAG = "Choose at least one tag: tags decide who can read the document."
+
+
 def _check_tags(*, user, tags: Sequence[Tag]) -> None:
     if not tags:
-        raise UploadRefused("Choose at least one tag: tags decide who can read the document.")
+        raise UploadRefused(MSG_NO_TAG)
     allowed = set(policy.uploadable_tags(user=user).values_list("pk", flat=True))
     refused = [t.name for t in tags if t.pk not in allowed]
     if refused:
@@ -136,7 +139,7 @@ def document_create(
     if check_permissions:
         _check_tags(user=user, tags=tags)
     elif not tags:
-        raise UploadRefused("Choose at least one tag: tags decide who can read the document.")
+        raise UploadRefused(MSG_NO_TAG)
     digest = content_hash(data)
     existing = _duplicate(tenant_id=user.tenant_id, digest=digest)
     if existing is not None:
@@ -215,6 +218,27 @@ def _reset_for_queue(document: Document) -> None:
     document.stage = "Waiting to start"
     document.progress = 0
     document.error = ""
+
+
+MSG_RENAME_BUSY = "Wait until indexing finishes, then rename."
+TITLE_MAX = 200
+
+
+def document_rename(*, document: Document, title: str) -> Document:
+    """A person's title for a document. Citations show it once the document is re-indexed (the
+    caller enqueues ingestion); later re-indexing keeps it. Raises UploadRefused."""
+    title = " ".join((title or "").split())
+    if not title:
+        raise UploadRefused("Give the document a title.")
+    if len(title) > TITLE_MAX:
+        raise UploadRefused(f"A title has at most {TITLE_MAX} characters; this one has {len(title)}.")
+    if document.is_busy and not document.is_stale:
+        raise UploadRefused(MSG_RENAME_BUSY)
+    document.title = title
+    document.title_fixed = True
+    _reset_for_queue(document)
+    document.save(update_fields=["title", "title_fixed", "status", "stage", "progress", "error", "updated_at"])
+    return document
 
 
 def document_requeue(*, document: Document) -> Document:
@@ -325,6 +349,7 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
             tenant_id=document.tenant_id,
             tags=document._tag_slugs,  # type: ignore[attr-defined]
             fallback_name=document.title,
+            fixed_name=document.title if document.title_fixed else None,
             metadata=document.chunk_metadata,
             store=vectors,
             embedder=embedder,
@@ -353,7 +378,7 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
 
 
 async def _parsed(document: Document, parsed: ParsedDocument, *, report: ProgressReporter) -> None:
-    title = document_name(parsed, fallback=document.title)
+    title = document.title if document.title_fixed else document_name(parsed, fallback=document.title)
     await _save(
         document,
         stage="Splitting into chunks",

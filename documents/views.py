@@ -90,10 +90,8 @@ def document_upload(request):
             else:
                 created.append(document)
     else:
-        refused.extend(
-            f"{field}: {' '.join(errors)}" if field != "__all__" else " ".join(errors)
-            for field, errors in form.errors.items()
-        )
+        # The fields' own messages say what to do; field names are not shown.
+        refused.extend(" ".join(errors) for errors in form.errors.values())
     for document in created:
         ingestion_enqueue(document.id)
         document.refresh_from_db()
@@ -200,6 +198,20 @@ def document_replace(request, document_id):
         return redirect("documents:detail", document_id=document.id)
     ingestion_enqueue(document.id)
     messages.success(request, f"Version {document.version} uploaded; its chunks replace the previous version's.")
+    return redirect("documents:detail", document_id=document.id)
+
+
+@login_required
+@require_POST
+def document_rename(request, document_id):
+    document = _managed_document(request, document_id)
+    try:
+        services.document_rename(document=document, title=request.POST.get("title", ""))
+    except services.UploadRefused as e:
+        messages.error(request, str(e))
+        return redirect("documents:detail", document_id=document.id)
+    ingestion_enqueue(document.id)
+    messages.success(request, f"Renamed to “{document.title}”; citations use the new title once re-indexing finishes.")
     return redirect("documents:detail", document_id=document.id)
 
 

@@ -138,6 +138,7 @@ async def ingest_document(
     tags: Sequence[str],
     fallback_name: str,
     store: ChunkStore,
+    fixed_name: str | None = None,
     embedder: IngestEmbedder,
     settings: RAGSettings,
     metadata: dict | None = None,
@@ -149,7 +150,8 @@ async def ingest_document(
     keep_vectors: bool = False,
 ) -> IngestionResult:
     """Parse, chunk, embed and upsert one document; raises DocumentError (a file we cannot index,
-    with a sentence for its uploader), EmbeddingError, VectorStoreError or IngestionCancelled."""
+    with a sentence for its uploader), EmbeddingError, VectorStoreError or IngestionCancelled.
+    Chunks carry `fixed_name` when a person named the document, else the file's title or `fallback_name`."""
     run = _Run(progress=progress, cancelled=cancelled)
     run.check()
     parsed = await run.timed(
@@ -174,7 +176,7 @@ async def ingest_document(
     )
     if not chunks:
         raise EmptyDocumentError("No text to index was found in this file.")
-    name = document_name(parsed, fallback=fallback_name)
+    name = fixed_name or document_name(parsed, fallback=fallback_name)
     records = chunk_records(
         chunks=chunks, document_id=document_id, document_name=name, tags=tags, tenant_id=tenant_id, metadata=metadata
     )

@@ -254,6 +254,7 @@ ROUTES: dict[str, Route] = {
     "documents:retry": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:replace": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:delete": Route("POST", docs(MANAGES_DOC), state=_doc_state),
+    "documents:rename": Route("POST", docs(MANAGES_DOC), data={"title": "Renamed by the matrix"}, state=_doc_state),
     "documents:sites": Route("GET", one(CAN_UPLOAD)),
     # Without data the form is shown again with its errors: nothing is created, nothing is fetched.
     "documents:site_create": Route("POST", one(CAN_UPLOAD), state=_counts("documents.SiteSource")),

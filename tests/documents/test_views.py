@@ -244,3 +244,57 @@ def test_document_list_runs_a_constant_number_of_queries(db, django_user_model):
     five = count()
     add(45)
     assert count() == five, "the documents list must not run a query per row"
+
+
+def test_one_empty_file_does_not_refuse_the_others(client, people, tags, vectors, rag_runtime):
+    client.force_login(people["owner"])
+    response = client.post(
+        "/documents/upload",
+        {
+            "files": _files(("empty.txt", b""), ("good.txt", make_text(["The travel budget is 900 euros."]))),
+            "tags": [tags["finance"].pk],
+        },
+        **HTMX,
+    )
+    body = response.content.decode()
+    assert "empty.txt: this file is empty." in body
+    assert body.count('class="doc-row"') == 1 and "good.txt" in body
+    assert list(Document.objects.values_list("original_filename", flat=True)) == ["good.txt"]
+
+
+def test_upload_errors_say_what_to_do_without_field_names(client, people, tags, rag_runtime):
+    client.force_login(people["owner"])
+    no_tag = client.post("/documents/upload", {"files": _files(("a.txt", b"hello"))}, **HTMX).content.decode()
+    assert "Choose at least one tag: tags decide who can read the document." in no_tag
+    no_file = client.post("/documents/upload", {"tags": [tags["finance"].pk]}, **HTMX).content.decode()
+    assert "Choose at least one file to upload." in no_file
+    for body in (no_tag, no_file):
+        assert "tags:" not in body and "files:" not in body
+    assert not Document.objects.exists()
+
+
+def test_a_manager_renames_a_document_and_citations_follow(client, people, upload, vectors):
+    document = upload(make_text(["The expense policy allows taxis after 22:00."]), "exp-v1-final.txt")
+    client.force_login(people["owner"])
+    detail = client.get(f"/documents/{document.id}/").content.decode()
+    assert 'action="/documents/%s/rename"' % document.id in detail
+    assert detail.count(">Ready<") == 1  # the status once, not "Ready Ready"
+    response = client.post(f"/documents/{document.id}/rename", {"title": "  Expense   policy  "}, follow=True)
+    assert "Renamed to “Expense policy”" in response.content.decode()
+    document.refresh_from_db()
+    assert document.title == "Expense policy" and document.title_fixed and document.status == "ready"
+    hits = vectors.search("taxis after 22:00", user_tags=["finance"])
+    assert hits and {h.document_name for h in hits if h.document_id == str(document.id)} == {"Expense policy"}
+    # Re-indexing keeps the person's title rather than the file's.
+    client.post(f"/documents/{document.id}/retry")
+    document.refresh_from_db()
+    assert document.title == "Expense policy"
+    # Refused: empty and overlong titles (the title stays); a reader may not rename.
+    for title, message in (("   ", "Give the document a title."), ("x" * 201, "at most 200 characters")):
+        body = client.post(f"/documents/{document.id}/rename", {"title": title}, follow=True).content.decode()
+        assert message in body
+    document.refresh_from_db()
+    assert document.title == "Expense policy"
+    client.force_login(people["member"])
+    assert client.get(f"/documents/{document.id}/").status_code == 200
+    assert client.post(f"/documents/{document.id}/rename", {"title": "Mine"}).status_code == 404
