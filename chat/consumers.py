@@ -5,7 +5,8 @@ checked by AllowedHostsOriginValidator in asgi.py). The consumer only validates 
 the answer itself is produced by chat.turns in a task the process owns, and reaches every tab of the
 session through its channel group.
 
-Frames in (htmx ws extension: the form's values as JSON): {"question": "..."} or {"retry": "<id>"}.
+Frames in (htmx ws extension: the form's values as JSON): {"question": "..."} (with "edit": "<id>"
+to ask the latest question again, edited), {"retry": "<id>"}, {"regenerate": "<id>"}, {"stop": "1"}.
 Frames out: HTML fragments with hx-swap-oob.
 
 References: requirement IDs (R-…): docs/requirements.md.
@@ -28,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 MSG_BUSY = "Please wait until the current answer is finished."
 MSG_REGENERATE_LAST = "Only the answer to the latest question can be regenerated."
+MSG_EDIT_LAST = "Only your latest question can be edited; ask a new one instead."
+MSG_EDIT_ROUTED = "This question went to a person, so it stays as asked; ask a new question instead."
 
 
 def note_html(text: str = "", *, kind: str = "error", outcome: str = "") -> str:
@@ -104,6 +107,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if turns.active_turn(self.session_id) is not None:
             await self.send(text_data=note_html(MSG_BUSY, kind="info", outcome="busy"))
             return
+        if data.get("edit"):
+            await self._edit(str(data["edit"]), question.strip())
+            return
         session = await database_sync_to_async(selectors.session_for_user)(user=self.user, session_id=self.session_id)
         if session is None:  # deleted meanwhile
             await self.close()
@@ -131,6 +137,29 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await database_sync_to_async(services.message_discard_failed)(message=failed)
         await turns.group_send_html(self.session_id, render_partial("chat/_removed.html", {"message_id": raw_id}))
         await self._start(user_message)
+
+    async def _edit(self, raw_id: str, question: str) -> None:
+        """The latest question asked again with new text: its answers leave every tab, the question
+        shows its new text in place, and a new answer starts."""
+        message = None
+        if raw_id.isdigit():
+            message = await database_sync_to_async(selectors.question_to_edit)(
+                session_id=self.session_id, message_id=int(raw_id)
+            )
+        if message is None:
+            await self.send(text_data=note_html(MSG_EDIT_LAST, outcome="refused"))
+            return
+        answers = await database_sync_to_async(lambda: list(message.replies.all()))()
+        if await database_sync_to_async(presenters.route_statuses)(answers):
+            await self.send(text_data=note_html(MSG_EDIT_ROUTED, outcome="refused"))
+            return
+        removed = await database_sync_to_async(services.question_edit)(message=message, content=question)
+        await self.send(text_data=note_html(outcome="accepted"))
+        for answer_id in removed:
+            await turns.group_send_html(
+                self.session_id, render_partial("chat/_removed.html", {"message_id": answer_id})
+            )
+        await self._start(message)  # the turn's first frame shows the question with its new text
 
     async def _regenerate(self, raw_id: str) -> None:
         """A new answer to the session's last question; the earlier one stays as a version."""

@@ -96,6 +96,13 @@ def question_unanswered(*, session_id) -> Message | None:
     return last
 
 
+def question_to_edit(*, session_id, message_id: int) -> Message | None:
+    """The session's latest question, when `message_id` is it (only the latest can be edited and
+    asked again: later turns were answered in the light of the earlier ones)."""
+    last = Message.objects.filter(session_id=session_id, role=Message.Role.USER).order_by("-id").first()
+    return last if last is not None and last.pk == message_id else None
+
+
 def answer_to_regenerate(*, session_id, message_id: int) -> Message | None:
     """A finished answer of the session to its last question (the latest version), or None."""
     answer = (

@@ -71,6 +71,17 @@ def message_discard_failed(*, message: Message) -> None:
         message.delete()
 
 
+def question_edit(*, message: Message, content: str) -> list[int]:
+    """The asker's latest question, edited to be asked again: its answers (every version) go, the
+    question keeps its place with the new text. Returns the ids of the answers removed."""
+    with transaction.atomic():
+        removed = list(message.replies.values_list("id", flat=True))
+        Message.objects.filter(pk__in=removed).delete()
+        message.content = content
+        message.save(update_fields=["content"])
+    return removed
+
+
 def _title_from_question(question: str) -> str:
     title = " ".join(question.split())
     return title if len(title) <= 60 else title[:59].rstrip() + "…"

@@ -89,6 +89,60 @@
     sentText = question.value;
     composer.classList.add("sending");
   });
+  // ---- edit the latest question and ask it again: its text goes into the composer, whose
+  // hidden "edit" field (sent only while enabled) tells the server which question it replaces --
+  const editField = document.getElementById("composer-edit");
+  let textBeforeEdit = null;
+  const editing = () => editField && !editField.disabled;
+  const stopEditing = (restore) => {
+    if (!editing()) return;
+    editField.disabled = true;
+    editField.value = "";
+    composer.classList.remove("editing");
+    if (restore && textBeforeEdit !== null) question.value = textBeforeEdit;
+    textBeforeEdit = null;
+    showNote("", "");
+    grow();
+    counted();
+  };
+  const markEditable = () => {
+    const users = messages.querySelectorAll(".msg-user");
+    const last = users.length ? users[users.length - 1] : null;
+    // A question that went to a person stays as asked (the server refuses to change it too).
+    const routed = last && messages.querySelector(`[data-reply-to="${last.id.slice(1)}"][data-routed]`);
+    messages.querySelectorAll(".msg-edit").forEach((b) => {
+      b.hidden = answering() || !last || !last.contains(b) || !!routed;
+    });
+  };
+  messages.addEventListener("click", (e) => {
+    const button = e.target.closest(".msg-edit");
+    if (!button || !editField) return;
+    if (!editing()) textBeforeEdit = question.value;
+    editField.value = button.dataset.edit;
+    editField.disabled = false;
+    composer.classList.add("editing");
+    question.value = button.dataset.editText || "";
+    const note = document.getElementById("composer-note");
+    if (note) {
+      note.className = "composer-note composer-note-info";
+      note.textContent = "Editing your last question: sending it replaces its answer.";
+      const cancel = document.createElement("button");
+      cancel.type = "button";
+      cancel.className = "btn btn-ghost btn-sm composer-cancel";
+      cancel.textContent = "Cancel edit";
+      cancel.addEventListener("click", () => { stopEditing(true); question.focus(); });
+      note.append(" ", cancel);
+    }
+    grow();
+    counted();
+    question.focus();
+    question.setSelectionRange(question.value.length, question.value.length);
+  });
+  question.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && editing()) { e.preventDefault(); stopEditing(true); }
+  });
+  markEditable();
+
   document.body.addEventListener("htmx:wsAfterMessage", () => {
     const note = document.getElementById("composer-note");
     const outcome = note && note.dataset.outcome;
@@ -96,6 +150,7 @@
       delete note.dataset.outcome;
       composer.classList.remove("sending");
       if (outcome === "accepted") {
+        if (editing()) stopEditing(false);
         if (sentText !== null && question.value.trim() === sentText.trim()) {
           question.value = "";
           grow();
@@ -109,6 +164,7 @@
       sentText = null;
     }
     composer.classList.toggle("answering", answering());
+    markEditable();
     if (waiting && !answering()) {
       waiting = false;
       showNote("", "");

@@ -265,3 +265,57 @@ def test_regenerate_with_versions_and_pin_archive(server, chromium, fake_ollama,
     page.locator(".archived-row button:has-text('Unarchive')").first.click()
     page.wait_for_selector("#chat-title")
     context.close()
+
+
+@pytest.mark.parametrize("size", WIDTHS)
+def test_edit_the_last_question_and_ask_again(server, chromium, fake_ollama, size):
+    fake_ollama.reply(ANSWER)  # well supported: not sent to a person, so the question may change
+    context, page = _page(chromium, server.url, size)
+    _ask(page, "How many vacation days do I get?")
+    edit = page.locator("article.msg-user .msg-edit")
+    assert edit.count() == 1 and edit.is_visible()
+    # Edit puts the question in the composer; Escape cancels and gives back what was typed.
+    page.fill("#question", "half-typed")
+    edit.click()
+    assert page.input_value("#question") == "How many vacation days do I get?"
+    assert "Editing your last question" in page.inner_text("#composer-note")
+    page.keyboard.press("Escape")
+    assert page.input_value("#question") == "half-typed" and page.inner_text("#composer-note").strip() == ""
+    # By keyboard: Tab to the Edit button, Enter, change the text, Enter sends.
+    page.fill("#question", "")
+    edit.focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "question"
+    page.fill("#question", "How many vacation days do part-time employees get?")
+    fake_ollama.reply("Part-time employees get a pro-rated share. " + ANSWER)
+    page.keyboard.press("Enter")
+    page.wait_for_selector("article.msg-assistant.status-complete:has-text('pro-rated')", timeout=20_000)
+    # One question with its new text, one answer: the old answer left the page and the store.
+    assert page.locator("article.msg-user").count() == 1
+    assert "part-time employees" in page.inner_text("article.msg-user")
+    assert page.locator("article.msg-assistant").count() == 1
+    assert page.input_value("#question") == ""
+    page.reload()
+    assert page.locator("article.msg-assistant").count() == 1 and "pro-rated" in page.inner_text("#messages")
+    # Only the latest question offers Edit.
+    fake_ollama.reply(ANSWER)
+    _ask_more = page.locator("article.msg-assistant.status-complete")
+    page.fill("#question", "Where do I request them?")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelectorAll('article.msg-assistant.status-complete').length === 2")
+    assert _ask_more.count() == 2
+    assert page.locator("article.msg-user .msg-edit:visible").count() == 1
+    assert page.locator("article.msg-user").last.locator(".msg-edit").is_visible()
+    page.screenshot(path=str(ARTIFACTS / f"chat-edit-{size[0]}.png"))
+    context.close()
+
+
+def test_a_question_sent_to_a_person_offers_no_edit(server, chromium, fake_ollama):
+    fake_ollama.reply("I am not sure.")  # nothing cited: low confidence, sent to the tag's owner
+    context, page = _page(chromium, server.url, (1280, 800, False))
+    _ask(page, "How many vacation days do I get?")
+    page.wait_for_selector("article.msg-assistant[data-routed]", timeout=20_000)
+    assert page.locator("article.msg-user .msg-edit:visible").count() == 0
+    page.reload()
+    assert page.locator("article.msg-user .msg-edit:visible").count() == 0
+    context.close()

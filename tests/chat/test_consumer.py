@@ -401,7 +401,7 @@ async def test_regenerate_keeps_the_earlier_answer_as_a_version(chat_session, co
     ]
     assert rows[2].reply_to_id == rows[0].pk
     # The first answer turned into a hidden older version; the new one says "2 / 2".
-    hidden = [f for f in tab.frames if f'id="m{first.pk}"' in f and " hidden>" in f]
+    hidden = [f for f in tab.frames if f.startswith(f'<article id="m{first.pk}"') and " hidden>" in f]
     assert hidden and '<span class="ver-count">1 / 2</span>' in hidden[0]
     assert '<span class="ver-count">2 / 2</span>' in final
     # Follow-ups see only the latest version.
@@ -420,4 +420,58 @@ async def test_regenerate_keeps_the_earlier_answer_as_a_version(chat_session, co
     while "composer-note" not in (frame := await tab.receive()):
         pass
     assert "Only the answer to the latest question can be regenerated." in frame
+    await tab.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("drain_turns")
+async def test_edit_the_latest_question_and_ask_it_again(chat_session, corpus, fake_ollama):
+    EDITED = VACATION_Q + " Answer in one sentence."
+    fake_ollama.reply_citing(1)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    question, first = await messages_of(chat_session)
+    await tab.send({"regenerate": str(first.pk)})
+    while "2 / 2" not in await tab.until_final():
+        pass
+    await turns.wait_idle()
+    second = (await messages_of(chat_session))[2]
+    # Edited: both answers (every version) leave the page, the question keeps its place, new text.
+    fake_ollama.reply_citing(1, prefix="Edited answer.")
+    tab.frames.clear()
+    await tab.send({"question": f"  {EDITED}  ", "edit": str(question.pk)})
+    final = await tab.until_final()
+    while "Edited answer." not in final:
+        final = await tab.until_final()
+    await turns.wait_idle()
+    rows = await messages_of(chat_session)
+    assert [(r.pk, r.role, r.content) for r in rows[:1]] == [(question.pk, "user", EDITED)]
+    assert [(r.role, r.reply_to_id) for r in rows[1:]] == [("assistant", question.pk)]
+    assert rows[1].content.startswith("Edited answer.")
+    frames = "".join(tab.frames)
+    assert 'data-outcome="accepted"' in frames
+    for gone in (first, second):
+        assert f'<article id="m{gone.pk}" hx-swap-oob="delete">' in frames
+    assert f'id="m{question.pk}"' in frames and EDITED in frames
+    # Only the latest question can be edited; a refused edit changes nothing.
+    fake_ollama.reply("Follow-up answer.")  # no citation: low confidence, sent to a person
+    await ask_and_finish(tab, "And for part-time staff?")
+    await turns.wait_idle()
+    follow_up = (await messages_of(chat_session))[2]
+    await tab.send({"question": "Changed?", "edit": str(follow_up.pk)})
+    while "composer-note" not in (frame := await tab.receive()):
+        pass
+    assert "This question went to a person" in frame and 'data-outcome="refused"' in frame
+    tab.frames.clear()
+    await tab.send({"question": "Changed?", "edit": str(question.pk)})
+    while "composer-note" not in (frame := await tab.receive()):
+        pass
+    assert "Only your latest question can be edited" in frame and 'data-outcome="refused"' in frame
+    # Another session's question id is refused the same way.
+    await tab.send({"question": "Changed?", "edit": "999999"})
+    while "composer-note" not in (frame := await tab.receive()):
+        pass
+    assert "Only your latest question can be edited" in frame
+    assert (await messages_of(chat_session))[0].content == EDITED
     await tab.close()
