@@ -22,7 +22,8 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from chat import presenters, selectors, services, turns
-from chat.models import Message
+from chat.models import ChatSession, Message
+from chat.signals import session_opened
 from ragchat.partials import render_partial
 
 logger = logging.getLogger(__name__)
@@ -187,7 +188,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except turns.TurnInProgress:
             await self.send(text_data=note_html(MSG_BUSY, kind="info"))
 
-    async def _send_message(self, message_id: int) -> None:
+    async def _send_message(self, message_id: int) -> Message | None:
         message = await database_sync_to_async(selectors.message_in_session)(
             session_id=self.session_id, message_id=message_id
         )
@@ -195,6 +196,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             [message] = await database_sync_to_async(selectors.messages_as_seen_by)(user=self.user, messages=[message])
             html = await database_sync_to_async(presenters.message_html)(message, oob=True)
             await self.send(text_data=html)
+        return message
 
     # ---- channel-group events ----------------------------------------------------------------
     async def dispatch(self, message: dict) -> None:
@@ -215,5 +217,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def chat_message(self, event: dict) -> None:
         """A stored message to show (e.g. the owner's answer delivered by routing): replaced if this
-        tab shows it already, appended otherwise (chat.js appends an oob target that is missing)."""
-        await self._send_message(int(event["message_id"]))
+        tab shows it already, appended otherwise (chat.js appends an oob target that is missing).
+        A person's answer that arrives in an open tab has been seen (the unread badge drops)."""
+        message = await self._send_message(int(event["message_id"]))
+        if message is not None and message.role == Message.Role.OWNER:
+            await database_sync_to_async(self._opened)()
+
+    def _opened(self) -> None:
+        session = selectors.session_for_user(user=self.user, session_id=self.session_id)
+        if session is not None:
+            session_opened.send(sender=ChatSession, session=session, user=self.user)

@@ -15,6 +15,7 @@ from django.http import Http404
 from ragchat.consumers import UserGroupConsumer
 from ragchat.partials import render_partial
 from routing import selectors
+from routing.context_processors import nav_figures
 from routing.services import user_group_name
 
 
@@ -22,9 +23,27 @@ def row_id(question) -> str:
     return f"inbox-g{question.group_id}" if question.group_id else f"inbox-q{question.pk}"
 
 
-class InboxConsumer(UserGroupConsumer):
+class NavConsumer(UserGroupConsumer):
+    """`ws/nav/`: every page's navigation badges (open questions of an owner, answers from a person
+    not yet seen by an asker), re-counted for the user whenever their group hears of a change."""
+
     def group_for(self, user) -> str:
         return user_group_name(user.pk)
+
+    async def inbox_question(self, event):
+        await self.nav_badges(event)
+
+    async def nav_badges(self, event):
+        await self.send(text_data=await self._badges())
+
+    @database_sync_to_async
+    def _badges(self) -> str:
+        self.user.refresh_from_db(fields=["is_active", "is_superuser", "is_staff", "tenant_id"])
+        return render_partial("routing/_nav_badges.html", nav_figures(self.user))
+
+
+class InboxConsumer(NavConsumer):
+    """`ws/inbox/`: the owner's inbox page (its rows, counts and badges)."""
 
     async def inbox_question(self, event):
         frame = await self._frame(event.get("question_id"))

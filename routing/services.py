@@ -392,6 +392,7 @@ def question_answer(
                 # The draft it answers stops saying "unverified until they answer", live.
                 chat_services.message_push(message=item.message)
             transaction.on_commit(lambda pk=item.pk: notify_answer(question_id=pk))
+            transaction.on_commit(lambda asker=item.asker_id: nav_badges_changed(asker))
             transaction.on_commit(lambda q=item: _inbox_changed(q))
             answered.append(item)
         if locked.group_id is not None:
@@ -474,7 +475,16 @@ def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) 
 
 
 def answers_mark_seen(*, user, session: ChatSession) -> int:
-    """The asker opened the session: its answered questions no longer count as unread."""
-    return RoutedQuestion.objects.filter(
+    """The asker opened the session: its answered questions no longer count as unread (the badge
+    of their other open pages follows)."""
+    seen = RoutedQuestion.objects.filter(
         asker=user, session=session, status=RoutedQuestion.Status.ANSWERED, seen_at__isnull=True
     ).update(seen_at=timezone.now())
+    if seen:
+        transaction.on_commit(lambda: nav_badges_changed(user.pk))
+    return seen
+
+
+def nav_badges_changed(user_id) -> None:
+    """Every open page of this person re-counts its navigation badges (ws/nav/, ws/inbox/)."""
+    _group_send(user_group_name(user_id), {"type": "nav.badges"})

@@ -477,7 +477,7 @@ def test_admin_refuses_state_changes_from_non_admins(rag_runtime, world):
 
 # ----------------------------------------------------------------------------------- websockets
 
-WS_ROUTES = ("ws/chat/<uuid:session_id>/", "ws/documents/", "ws/inbox/")
+WS_ROUTES = ("ws/chat/<uuid:session_id>/", "ws/documents/", "ws/inbox/", "ws/nav/")
 
 
 async def _socket(path: str, user) -> WebsocketCommunicator:
@@ -547,13 +547,17 @@ async def test_documents_socket_for_role(role, async_world):
     await comm.disconnect()
 
 
+@pytest.mark.parametrize("path", ["/ws/inbox/", "/ws/nav/"])
 @pytest.mark.parametrize("role", ROLES)
-async def test_inbox_socket_for_role(role, async_world):
+async def test_inbox_and_nav_sockets_for_role(role, path, async_world):
+    """Both join only the user's own group; every question's event (and a badge recount) yields
+    nothing the role may not see, and the badges count only the user's own figures."""
+    from routing.context_processors import nav_figures
     from routing.services import user_group_name
 
     w = async_world
     user = w.users.get(role)
-    comm = await _socket("/ws/inbox/", user)
+    comm = await _socket(path, user)
     connected, _ = await comm.connect(timeout=5)
     assert connected == (role != "anonymous")
     if not connected:
@@ -561,8 +565,14 @@ async def test_inbox_socket_for_role(role, async_world):
     layer = get_channel_layer()
     for question in w.questions.values():  # every question's event, sent to this user's own group
         await layer.group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
-    for frame in await _frames(comm):
+    await layer.group_send(user_group_name(user.pk), {"type": "nav.badges"})
+    frames = await _frames(comm)
+    for frame in frames:
         assert not leaked(role, frame), f"{role} got {leaked(role, frame)}"
+    figures = await sync_to_async(nav_figures)(user)
+    assert frames and 'id="nav-unread-answers"' in frames[-1]
+    assert f">{figures['unread_answers']}</span>" in frames[-1]
+    assert ('id="nav-inbox-count"' in frames[-1]) == figures["has_inbox"]
     await comm.disconnect()
 
 
@@ -570,5 +580,5 @@ def test_matrix_size():
     """The note reports roles × routes: keep the count honest."""
     http = len(ROUTES)
     admin = sum(1 for n, _ in all_routes() if n.startswith(ADMIN_NAMESPACE + ":"))
-    assert http >= 20 and admin >= 20 and len(WS_ROUTES) == 3
+    assert http >= 20 and admin >= 20 and len(WS_ROUTES) == 4
     print(json.dumps({"roles": len(ROLES), "http_routes": http, "admin_routes": admin, "ws_routes": len(WS_ROUTES)}))

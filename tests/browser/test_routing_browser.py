@@ -121,9 +121,29 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     assert "routing to the owner of Facilities" in page_text and "facilities owner" not in page_text
     assert QUESTION in page_text and "Parking and Garage" in page_text and "say nothing about visitors" in page_text
     owner.screenshot(path=str(ARTIFACTS / "routing-question.png"), full_page=True)
+    # A second tab of the employee's, on another page, will show the new answer's badge live.
+    elsewhere = employee_ctx.new_page()
+    elsewhere.goto(server + "/documents/")
+    elsewhere.wait_for_function("document.querySelector('.nav-live') !== null")
+    elsewhere.wait_for_timeout(500)  # the badge socket is open
+    assert elsewhere.locator("#nav-unread-answers").is_hidden()
+    elsewhere.evaluate(
+        """() => {
+          window.badgeSeen = [];
+          const nav = document.querySelector('nav.topnav');
+          new MutationObserver(() => {
+            const b = document.getElementById('nav-unread-answers');
+            window.badgeSeen.push(b && !b.hidden ? b.textContent : '');
+          }).observe(nav, {subtree: true, childList: true, attributes: true, characterData: true});
+        }"""
+    )
     owner.fill("#answer-form textarea", ANSWER)
     owner.click("#answer-form button[type=submit]")
     owner.wait_for_selector(".answer-card:has-text('Answered')")
+    # The owner's own badge drops with the question answered (their inbox page has its own socket).
+    assert owner.locator("#nav-inbox-count").is_hidden()
+    # The other tab showed "1" live; it drops once the open chat tab has shown the answer.
+    elsewhere.wait_for_function("window.badgeSeen.includes('1')", timeout=10_000)
 
     # The employee's open chat gets the answer live, labelled with who answered.
     answer = employee.wait_for_selector("article.msg-owner", timeout=10_000)
@@ -151,13 +171,14 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
         owner.reload()
     owner.screenshot(path=str(ARTIFACTS / "routing-question-answered.png"), full_page=True)
 
-    # Elsewhere in the app, the nav shows the unread answer until the session is opened again.
+    # The answer reached the open chat tab, so it counts as seen: no unread badge, live.
+    employee.wait_for_function("document.getElementById('nav-unread-answers').hidden", timeout=10_000)
     url = employee.url
     employee.goto(server + "/routing/mine/")
-    assert employee.inner_text("#nav-unread-answers") == "1"
+    assert employee.locator("#nav-unread-answers").is_hidden()
     employee.goto(url)
     employee.wait_for_selector("article.msg-owner")
-    assert employee.locator("#nav-unread-answers").count() == 0
+    assert employee.locator("#nav-unread-answers").is_hidden()
     assert "Olivia Owens answered your question" in employee.inner_text("article.msg-assistant.is-route")
     assert employee.locator("article.msg-assistant button:has-text('Ask the owner')").count() == 0
     # After the answer: the inbox is clear, the figures count it, at phone width too.

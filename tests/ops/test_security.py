@@ -247,7 +247,7 @@ def test_every_post_without_a_csrf_token_is_refused(world):
 
 
 def _ws_routes(world) -> list[str]:
-    return [f"/ws/chat/{world['session'].pk}/", "/ws/documents/", "/ws/inbox/"]
+    return [f"/ws/chat/{world['session'].pk}/", "/ws/documents/", "/ws/inbox/", "/ws/nav/"]
 
 
 async def _connects(path: str, *, user, origin: str) -> bool:

@@ -184,13 +184,13 @@ def client_for(user) -> Client:
 
 
 class InboxSocket:
-    def __init__(self, cookie: str | None) -> None:
+    def __init__(self, cookie: str | None, path: str = "/ws/inbox/") -> None:
         from ragchat.asgi import application
 
         headers = [(b"origin", b"http://testserver"), (b"host", b"testserver")]
         if cookie is not None:
             headers.append((b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()))
-        self.comm = WebsocketCommunicator(application, "/ws/inbox/", headers=headers)
+        self.comm = WebsocketCommunicator(application, path, headers=headers)
 
     async def connect(self) -> bool:
         connected, _ = await self.comm.connect(timeout=5)
@@ -204,6 +204,7 @@ class InboxSocket:
         await self.comm.disconnect()
 
 
-async def open_inbox(user) -> InboxSocket:
+async def open_inbox(user, path: str = "/ws/inbox/") -> InboxSocket:
+    """The inbox page's websocket, or (path="/ws/nav/") any other page's navigation badges."""
     cookie = await sync_to_async(session_cookie)(user) if user is not None else None
-    return InboxSocket(cookie)
+    return InboxSocket(cookie, path)
