@@ -12,6 +12,7 @@ from chat import selectors
 from chat.models import Message
 from chat.rendering import answer_markdown, citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
 from ragchat.partials import render_partial
+from ragchat.services.prompts import INSUFFICIENT_CONTEXT_ANSWER, MODEL_INSUFFICIENT_SENTENCE
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
 
 
@@ -76,11 +77,16 @@ def message_context(message: Message) -> dict[str, Any]:
     if message.role == Message.Role.USER:
         return ctx
     known = message.citations if message.status == Message.Status.COMPLETE else message.passages
-    rendered = render_answer(message.content, known=known or [], prefix=prefix)
+    content = message.content
+    if message.action == "ROUTE" and content.strip() == INSUFFICIENT_CONTEXT_ANSWER:
+        # The spec's canned text ends "Please contact the relevant team": the question has gone to
+        # a person already, and the notice under it says to whom.
+        content = MODEL_INSUFFICIENT_SENTENCE
+    rendered = render_answer(content, known=known or [], prefix=prefix)
     ctx["body"] = rendered.html
     ctx["sources"] = rendered.sources
-    if message.status == Message.Status.COMPLETE and message.content:
-        ctx["copy_text"] = answer_markdown(message.content, known=known or [])
+    if message.status == Message.Status.COMPLETE and content:
+        ctx["copy_text"] = answer_markdown(content, known=known or [])
     if message.role == Message.Role.OWNER:
         return ctx
     smalltalk = message.query_strategy == STRATEGY_SMALLTALK

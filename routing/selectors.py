@@ -106,10 +106,23 @@ def _name(user) -> str:
 def route_statuses(message_ids: list[int]) -> dict[int, dict]:
     """For chat's answers that were sent to a person (chat.presenters asks, one query): to whom,
     under which tag, and whether they answered."""
-    rows = RoutedQuestion.objects.filter(message_id__in=message_ids).select_related("tag", "target", "answered_by")
+    rows = list(
+        RoutedQuestion.objects.filter(message_id__in=message_ids).select_related("tag", "target", "answered_by")
+    )
+    admins: dict[str, str] = {}  # tenant → "Ada Admin" / "Ada Admin and Bob Boss", looked up once
+
+    def admin_names(tenant_id: str) -> str:
+        if tenant_id not in admins:
+            names = [_name(u) for u in policy.admins_of(tenant_id=tenant_id).order_by("first_name", "username")]
+            admins[tenant_id] = (
+                ", ".join(names[:-1]) + " and " + names[-1] if len(names) > 1 else (names[0] if names else "")
+            )
+        return admins[tenant_id]
+
     return {
         q.message_id: {
             "to": _name(q.target),
+            "admins": admin_names(q.tenant_id) if (q.fallback or q.target is None) else "",
             "tag": q.tag.name if q.tag else "",
             "fallback": q.fallback or q.target is None,
             "answered": q.status == RoutedQuestion.Status.ANSWERED,

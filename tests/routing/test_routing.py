@@ -132,6 +132,24 @@ async def test_admin_fallback(
     assert question_text in admin_page.content.decode()
     owner_page = await get(owner, reverse("routing:inbox"))
     assert question_text not in owner_page.content.decode()
+    # The asker's chat names the administrators (people, not a settings address).
+    chat_page = (await get(asker, reverse("chat:session", args=[question.session_id]))).content.decode()
+    assert "Your question was sent to the administrators (root)" in " ".join(chat_page.split())
+    assert "admin@company.com" not in chat_page and "@example.com" not in chat_page
+
+
+async def test_no_context_answer_sent_to_a_person_does_not_say_contact_the_team(asker, owner, corpus, fake_ollama):
+    """The spec's canned no-context answer ends "Please contact the relevant team"; once the
+    question has gone to a person, the chat shows only its first sentence next to the notice."""
+    from chat.models import Message
+    from ragchat.services.prompts import INSUFFICIENT_CONTEXT_ANSWER, MODEL_INSUFFICIENT_SENTENCE
+
+    low_confidence(fake_ollama)
+    session, answer = await ask(asker, PARKING_Q)
+    await Message.objects.filter(pk=answer.pk).aupdate(content=INSUFFICIENT_CONTEXT_ANSWER, action="ROUTE")
+    page = " ".join((await get(asker, reverse("chat:session", args=[session.pk]))).content.decode().split())
+    assert MODEL_INSUFFICIENT_SENTENCE in page and "contact the relevant team" not in page
+    assert "Your question was sent to Olivia Owner, the owner of Facilities" in page
 
 
 async def test_admin_fallback_when_the_owner_account_was_deleted(asker, owner, admin_user, corpus, fake_ollama):
