@@ -34,11 +34,12 @@ MSG_EDIT_LAST = "Only your latest question can be edited; ask a new one instead.
 MSG_EDIT_ROUTED = "This question went to a person, so it stays as asked; ask a new question instead."
 
 
-def note_html(text: str = "", *, kind: str = "error", outcome: str = "") -> str:
+def note_html(text: str = "", *, kind: str = "error", outcome: str = "", transient: bool = False) -> str:
     """The composer's note (a validation problem, "please wait"); empty text clears it. `outcome`
     tells the page what became of the question it sent: "accepted" (the composer may clear),
-    "refused" or "busy" (the composer keeps the text)."""
-    return render_partial("chat/_note.html", {"text": text, "kind": kind, "outcome": outcome})
+    "refused" or "busy" (the composer keeps the text). A `transient` note (a "please wait" for a
+    button) leaves once no answer is being written."""
+    return render_partial("chat/_note.html", {"text": text, "kind": kind, "outcome": outcome, "transient": transient})
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -131,7 +132,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if failed is None or failed.status not in retryable or failed.reply_to_id is None:
             return
         if turns.active_turn(self.session_id) is not None:
-            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
             return
         user_message = await database_sync_to_async(lambda: failed.reply_to)()
         # The retry's answer takes the failed one's place: it leaves the page of every tab.
@@ -173,7 +174,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=note_html(MSG_REGENERATE_LAST, kind="info"))
             return
         if turns.active_turn(self.session_id) is not None:
-            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
             return
         # The current answer becomes an older version (hidden, reachable by its switcher).
         number, count = await database_sync_to_async(selectors.answer_versions_of)(answer) or (1, 1)
@@ -186,7 +187,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         try:
             await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
         except turns.TurnInProgress:
-            await self.send(text_data=note_html(MSG_BUSY, kind="info"))
+            await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
 
     async def _send_message(self, message_id: int) -> Message | None:
         message = await database_sync_to_async(selectors.message_in_session)(

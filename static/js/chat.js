@@ -165,6 +165,12 @@
     }
     composer.classList.toggle("answering", answering());
     markEditable();
+    // A "please wait" that answered a button (retry, regenerate) goes once the answer has ended.
+    const transient = document.getElementById("composer-note");
+    if (transient && transient.dataset.transient !== undefined && !answering()) {
+      delete transient.dataset.transient;
+      showNote("", "");
+    }
     if (waiting && !answering()) {
       waiting = false;
       showNote("", "");

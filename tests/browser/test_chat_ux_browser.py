@@ -319,3 +319,25 @@ def test_a_question_sent_to_a_person_offers_no_edit(server, chromium, fake_ollam
     page.reload()
     assert page.locator("article.msg-user .msg-edit:visible").count() == 0
     context.close()
+
+
+def test_retry_replaces_the_failed_answer(server, chromium, fake_ollama):
+    fake_ollama.fail_with(500, times=None, paths=("/api/chat",))
+    context, page = _page(chromium, server.url, (1280, 800, False))
+    page.fill("#question", "How many vacation days do I get per year?")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("article.msg-assistant.status-failed", timeout=30_000)
+    fake_ollama.reset()
+    fake_ollama.reply(ANSWER)
+    # A double click retries once (the second finds nothing left to retry) and leaves no note.
+    page.evaluate(
+        "() => { const b = document.querySelector('article.status-failed form button'); b.click(); b.click(); }"
+    )
+    page.wait_for_selector("article.msg-assistant.status-complete", timeout=30_000)
+    assert page.inner_text("#composer-note").strip() == ""
+    # One question, one answer: the failed one was replaced, not kept next to the new one.
+    assert page.locator("article.msg-user").count() == 1
+    assert page.locator("article.msg-assistant").count() == 1
+    page.reload()
+    assert page.locator("article.msg-assistant").count() == 1 and page.locator(".status-failed").count() == 0
+    context.close()

@@ -475,3 +475,26 @@ async def test_edit_the_latest_question_and_ask_it_again(chat_session, corpus, f
     assert "Only your latest question can be edited" in frame
     assert (await messages_of(chat_session))[0].content == EDITED
     await tab.close()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("drain_turns")
+async def test_a_button_pressed_while_an_answer_runs_gets_a_please_wait_that_goes(chat_session, corpus, fake_ollama):
+    fake_ollama.fail_with(500, times=None, paths=("/api/chat",))
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, VACATION_Q)
+    _, failed = await messages_of(chat_session)
+    fake_ollama.reset()
+    fake_ollama.reply_citing(1)
+    fake_ollama.token_delay(0.2)
+    await tab.ask("And for part-time staff?")
+    while 'data-status="streaming"' not in await tab.receive():
+        pass
+    await tab.send({"retry": str(failed.pk)})
+    while "composer-note" not in (frame := await tab.receive()) or "Please wait" not in frame:
+        pass
+    # The page clears a transient note once no answer is being written (chat.js).
+    assert "data-transient" in frame and "data-outcome" not in frame
+    await tab.until_final()
+    await tab.close()
