@@ -22,10 +22,22 @@ PAGES = {
     None: ("", ["/accounts/login/"]),
     "emma": (
         "pw-emma-12345",
-        ["/", "/chat/{s1}/", "/chat/search/?q=password", "/documents/", "/documents/{doc_a}/", "/routing/mine/"],
+        [
+            "/",
+            "/chat/{s1}/",
+            "/chat/search/?q=password",
+            "/chat/archived/",
+            "/documents/",
+            "/documents/{doc_a}/",
+            "/routing/mine/",
+            "/api/tokens/",
+        ],
     ),
-    "fiona": ("pw-fiona-12345", ["/documents/", "/routing/inbox/", "/routing/q/{rq_b}/"]),
-    "root": ("pw-root-12345", ["/routing/inbox/", "/routing/q/{rq_b}/", "/access/view-as/", "/access/audit/"]),
+    "fiona": ("pw-fiona-12345", ["/documents/", "/documents/sites/", "/routing/inbox/", "/routing/q/{rq_b}/"]),
+    "root": (
+        "pw-root-12345",
+        ["/routing/inbox/", "/routing/q/{rq_b}/", "/access/view-as/", "/access/audit/", "/api/tokens/all/"],
+    ),
 }
 VIEWS = [
     pytest.param({"viewport": {"width": 1280, "height": 800}, "color_scheme": "light"}, id="desktop-light"),

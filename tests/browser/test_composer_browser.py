@@ -93,9 +93,7 @@ def test_a_question_typed_during_an_answer_waits_and_is_sent_after_it(server, ch
     )
     assert page.input_value("#question") == ""
     assert note.inner_text().strip() == ""
-    assert [t.strip() for t in page.locator("article.msg-user").all_inner_texts()][-1].endswith(
-        "And do unused days carry over?"
-    )
+    assert page.locator("article.msg-user .msg-body").last.inner_text().strip() == "And do unused days carry over?"
     context.close()
 
 
