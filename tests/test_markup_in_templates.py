@@ -114,6 +114,7 @@ def test_one_live_update_protocol():
         assert "new WebSocket(" not in text and "JSON.parse" not in text, path.name
     live_pages = [p for p in TEMPLATES.rglob("*.html") if "ws-connect=" in p.read_text(encoding="utf-8")]
     assert {p.relative_to(TEMPLATES).as_posix() for p in live_pages} == {
+        "_base.html",  # every page's navigation badges (ws/nav/)
         "chat/session.html",
         "documents/list.html",
         "documents/site_detail.html",

@@ -374,6 +374,7 @@ async def test_stop_keeps_what_streamed_marked_stopped(chat_session, corpus, fak
     assert ">Stopped</span>" in final and "You stopped this answer." in final and ">Regenerate</button>" in final
     # Nothing runs now: a second stop is a no-op, and a new question is taken.
     await tab.send({"stop": "1"})
+    fake_ollama.token_delay(0)
     await tab.ask("And what about expense reports?")
     assert 'data-outcome="accepted"' in await tab.receive()
     await tab.until_final()
