@@ -92,6 +92,9 @@ class Route:
     # token must reach no more than its person); "session": the web pages' sign-in.
     auth: str = "session"
     json: bool = False  # send `data` as a JSON body
+    # The route starts a chat turn, which runs its database work on a thread of its own: the world
+    # must be committed for that thread to see it (on PostgreSQL), so it gets a transactional one.
+    turn: bool = False
 
 
 def one(allowed: set[str]):
@@ -289,6 +292,7 @@ ROUTES: dict[str, Route] = {
         state=_counts("chat.ChatSession", "chat.Message"),
         auth="token",
         json=True,
+        turn=True,
     ),
     "api:documents": Route("GET", one(SIGNED_IN), auth="token"),
     "api:documents_upload": Route(
@@ -372,8 +376,24 @@ def _reverse(name: str, kwargs: dict) -> str:
 
 
 @pytest.mark.parametrize("role", ROLES)
-@pytest.mark.parametrize("name", sorted(ROUTES))
+@pytest.mark.parametrize("name", sorted(n for n, r in ROUTES.items() if not r.turn))
 def test_route_for_role(name, role, rag_runtime, world):
+    _check_route(name, role, world)
+
+
+@pytest.fixture
+def committed_world(transactional_db, django_user_model, settings, tmp_path) -> World:
+    settings.MEDIA_ROOT = tmp_path / "media"
+    return build_world(django_user_model)
+
+
+@pytest.mark.parametrize("role", ROLES)
+@pytest.mark.parametrize("name", sorted(n for n, r in ROUTES.items() if r.turn))
+def test_turn_route_for_role(name, role, rag_runtime, committed_world):
+    _check_route(name, role, committed_world)
+
+
+def _check_route(name: str, role: str, world: World) -> None:
     route = ROUTES[name]
     client = client_for(role, world, route.auth)
     for label, (kwargs, allowed) in route.variants(world).items():

@@ -178,6 +178,7 @@ def test_rate_limit_is_per_token_with_retry_after(people, settings):
     assert second.get("/api/v1/sessions").status_code == 200  # the limit is the token's, not the person's
 
 
+@pytest.mark.django_db(transaction=True)  # the turn's thread must see the committed token (PostgreSQL)
 def test_chat_has_its_own_tighter_limit(people, rag_runtime, settings):
     settings.RAGCHAT_API_CHAT_RATE = "1/m"
     client = bearer(token_create(user=people["ann"], name="c", scopes=ALL, expires_in_days=None).secret)
