@@ -266,6 +266,63 @@ def test_a_routed_question_reaches_its_owner_who_answers_through_the_api(server,
         assert history[-1]["content"] == "No: they expire on March 31."
 
 
+def _readme_curls() -> list[str]:
+    """The curl commands of the README's JSON API section, continuation lines joined."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## JSON API", 1)[1].split("\n## ", 1)[0]
+    block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
+    return [line.strip() for line in block.splitlines() if line.strip().startswith("curl ")]
+
+
+def test_the_readme_curl_examples_work(server, document, fake_ollama, tmp_path):
+    """Every curl line of the README's JSON API section, run as written (the token, ids, file and tag
+    filled in) against the live server: each answers 2xx with JSON or an event stream."""
+    import os
+    import subprocess
+
+    curls = _readme_curls()
+    paths = {re.search(r"/api/v1/[a-z_/A-Z]*", c).group(0) for c in curls}
+    assert {"/api/v1/search", "/api/v1/chat", "/api/v1/documents", "/api/v1/sessions", "/api/v1/health"} <= paths
+    # Something for the owner to answer: Mike's question, routed to Olga (the owner of Alpha).
+    fake_ollama.reply_citing(1, words=6, prefix="Perhaps.")
+    fake_ollama.rating(10)
+    with client(server, "mike") as mike:
+        asked = mike.post("/chat", json={"question": QUESTION}).json()
+    assert asked["action"] == "routed", asked
+    fake_ollama.reset()
+    fake_ollama.reply_citing(1, words=8, prefix="Five days carry over.")
+    from ragchat.evaluation.docgen import make_pdf
+
+    (tmp_path / "handbook.pdf").write_bytes(make_pdf(["Readme example: parking is free on Fridays."], title="Handbook"))
+    env = {**os.environ, "RAGCHAT": server.url, "TOKEN": server.tokens["olga"]}
+    ids: dict[str, str] = {"QUESTION_ID": str(asked["routed_to"]["question_id"])}
+    for command in curls:
+        command = command.replace("tags=hr", "tags=alpha").replace("tag=hr", "tag=alpha")
+        for name, value in ids.items():
+            command = command.replace(name, value)
+        run = subprocess.run(
+            command + ' -w "\n%{http_code}"', shell=True, env=env, cwd=tmp_path, capture_output=True, text=True
+        )
+        body, _, status = run.stdout.rpartition("\n")
+        assert status.startswith("2"), (command, status, body[:500])
+        if "text/event-stream" in command:
+            assert "event: token" in body and "event: final" in body, body[:500]
+            continue
+        if status == "204":  # the delete
+            assert not body.strip()
+            continue
+        data = json.loads(body)
+        if "-F " in command:  # the upload: later lines use its id
+            ids["DOCUMENT_ID"] = data["created"][0]["id"]
+            deadline = time.monotonic() + 60
+            with client(server, "olga") as olga:
+                while olga.get(f"/documents/{ids['DOCUMENT_ID']}").json()["status"] not in ("ready", "failed"):
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+        if command.endswith('"$RAGCHAT/api/v1/chat"') and "SESSION_ID" not in ids:
+            ids["SESSION_ID"] = data["session_id"]
+
+
 def test_health_has_the_spec_fields_with_details_for_admins(server, document):
     with client(server, None) as anonymous:
         body = anonymous.get("/health").json()
