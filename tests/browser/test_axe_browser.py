@@ -92,6 +92,10 @@ def test_every_page_passes_axe(server, chromium, axe_source, username, view):
         assert response.status == 200, path
         page.wait_for_load_state("networkidle")
         found = axe_problems(page, axe_source)
+        # No page scrolls sideways at any width (wide tables scroll inside their own region).
+        width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+        if width[0] > width[1] + 1:
+            found.append(f"the page scrolls sideways: {width[0]} px wide in a {width[1]} px window")
         if found:
             problems[path] = found
     context.close()
