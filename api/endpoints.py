@@ -57,7 +57,9 @@ api = NinjaAPI(
     version="1",
     description=(
         "Search, chat, documents, sessions and routed questions of ragchat, as the person whose "
-        "personal access token calls it (create one at /api/tokens/). Send `Authorization: Bearer rct_…`."
+        "personal access token calls it (create one at /api/tokens/). Send `Authorization: Bearer rct_…`. "
+        'Every error has one shape: `{"code", "message", "request_id"}` (and `details` where a list '
+        "helps); absent and not yours look alike (404); over a token's rate limit: 429 with `Retry-After`."
     ),
     auth=TokenAuth(),
     urls_namespace="api",
@@ -222,6 +224,7 @@ def _document(request, d: Document, *, held: set[str], manageable: set[str]) -> 
         "size": d.size,
         "pages": d.pages,
         "chunks": d.chunk_count,
+        "warnings": [str(w) for w in d.warnings or []],
         "version": d.version,
         "source": d.source_kind,
         "source_url": d.source_url,
@@ -262,7 +265,14 @@ def _search_scope(request, tags: list[str] | None) -> list[str]:
     return [t for t in held if t in set(tags)] if tags else held
 
 
-@router.get("/search", response={200: schemas.SearchOut, **ERRORS}, url_name="search", summary="Search the documents")
+@router.get(
+    "/search",
+    response={200: schemas.SearchOut, **ERRORS},
+    url_name="search",
+    tags=["Search"],
+    summary="Search the documents",
+    description="Scope `read`. The passages of documents you may read that best match `q` (hybrid search, as the chat retrieves), best first; `tags` narrows to some of your tags.",
+)
 async def search(
     request,
     q: str = Query(..., description="The search text"),
@@ -357,7 +367,9 @@ async def _final_message(queue: asyncio.Queue) -> Message | None:
         **ERRORS,
     },
     url_name="chat",
+    tags=["Chat"],
     summary="Ask a question",
+    description="Scope `chat`. The chat’s answer with its citations, `citation_map` and confidence; `action` is `routed` (with the owner) when it went to a person. Give `session_id` to continue a chat. With `Accept: text/event-stream` the answer streams as server-sent events.",
     openapi_extra={
         "responses": {
             200: {
@@ -444,7 +456,12 @@ def _stream_response(request, queue: asyncio.Queue, *, turn, question: str) -> S
 
 
 @router.get(
-    "/documents", response={200: schemas.DocumentPage, **ERRORS}, url_name="documents", summary="List documents"
+    "/documents",
+    response={200: schemas.DocumentPage, **ERRORS},
+    url_name="documents",
+    tags=["Documents"],
+    summary="List documents",
+    description="Scope `read`. Documents you may read, newest first, by tag and status, a page at a time.",
 )
 def documents_list(
     request,
@@ -466,7 +483,14 @@ def documents_list(
     }
 
 
-@router.post("/documents", response={201: schemas.UploadOut, **ERRORS}, url_name="documents_upload", summary="Upload")
+@router.post(
+    "/documents",
+    response={201: schemas.UploadOut, **ERRORS},
+    url_name="documents_upload",
+    tags=["Documents"],
+    summary="Upload documents",
+    description="Scope `upload`. Multipart: `files` (one or more) and `tags` (slugs of tags you may upload to). The web page’s rules and messages: each refused file is named with its reason, the others are uploaded and indexed.",
+)
 def documents_upload(
     request,
     files: list[UploadedFile] = File(..., description="One or more files"),
@@ -491,7 +515,7 @@ def documents_upload(
             except doc_services.UploadRefused as e:
                 refused.append(str(e))
     else:
-        refused.extend(f"{field}: {' '.join(errors)}" for field, errors in form.errors.items())
+        refused.extend(form.problems())
     for document in created:
         ingestion_enqueue(document.id)
         document.refresh_from_db()
@@ -509,7 +533,14 @@ def _querydict(data: dict[str, list[str]]):
     return q
 
 
-@router.get("/documents/{document_id}", response={200: schemas.DocumentOut, **ERRORS}, url_name="document")
+@router.get(
+    "/documents/{document_id}",
+    response={200: schemas.DocumentOut, **ERRORS},
+    url_name="document",
+    tags=["Documents"],
+    summary="A document’s status",
+    description="Scope `read`. Status, stage and progress of a document’s indexing.",
+)
 def document_status(request, document_id: str):
     """One document: status, stage and progress of its indexing."""
     require_scope(request, "read")
@@ -518,7 +549,12 @@ def document_status(request, document_id: str):
 
 
 @router.delete(
-    "/documents/{document_id}", response={204: None, 409: schemas.Error, **ERRORS}, url_name="document_delete"
+    "/documents/{document_id}",
+    response={204: None, 409: schemas.Error, **ERRORS},
+    url_name="document_delete",
+    tags=["Documents"],
+    summary="Delete a document",
+    description="Scope `upload`. Deletes the document and its indexed chunks (its uploader, an owner of one of its tags, an admin); not while it is being indexed.",
 )
 def document_delete(request, document_id: str):
     """Delete a document and its indexed chunks (its uploader, an owner of one of its tags, admins)."""
@@ -536,14 +572,28 @@ def document_delete(request, document_id: str):
 # ----------------------------------------------------------------------------------- sessions
 
 
-@router.get("/sessions", response={200: list[schemas.SessionOut], **ERRORS}, url_name="sessions", summary="Own chats")
+@router.get(
+    "/sessions",
+    response={200: list[schemas.SessionOut], **ERRORS},
+    url_name="sessions",
+    tags=["Sessions"],
+    summary="List your chats",
+    description="Scope `read`. Your chat sessions, most recent first.",
+)
 def sessions_list(request, archived: bool = False, limit: int = Query(50, ge=1, le=200)):
     require_scope(request, "read")
     sessions = chat_selectors.sessions_for_user(user=request.user).filter(archived_at__isnull=not archived)
     return [_session(s) for s in sessions[:limit]]
 
 
-@router.get("/sessions/{session_id}", response={200: schemas.SessionHistory, **ERRORS}, url_name="session")
+@router.get(
+    "/sessions/{session_id}",
+    response={200: schemas.SessionHistory, **ERRORS},
+    url_name="session",
+    tags=["Sessions"],
+    summary="A chat’s history",
+    description="Scope `read`. A chat’s messages with their citations, as you see them now.",
+)
 def session_history(request, session_id: str):
     """A chat's messages as its owner sees them now (sources of documents they lost are withheld)."""
     require_scope(request, "read")
@@ -576,7 +626,14 @@ def session_history(request, session_id: str):
 # ----------------------------------------------------------------------------------- routed questions
 
 
-@router.get("/questions", response={200: list[schemas.QuestionOut], **ERRORS}, url_name="questions")
+@router.get(
+    "/questions",
+    response={200: list[schemas.QuestionOut], **ERRORS},
+    url_name="questions",
+    tags=["Routed questions"],
+    summary="Questions routed to you",
+    description="Scope `answer`. Open questions routed to you (tags you own; admins also those without an owner).",
+)
 def questions_list(request):
     """Open questions routed to the caller (tags they own; admins also those without an owner)."""
     require_scope(request, "answer")
@@ -599,6 +656,9 @@ def questions_list(request):
     "/questions/{question_id}/answer",
     response={200: schemas.AnswerOut, 409: schemas.Error, **ERRORS},
     url_name="question_answer",
+    tags=["Routed questions"],
+    summary="Answer a routed question",
+    description="Scope `answer`. Every asker of the question’s group gets the answer in their chat.",
 )
 def question_answer(request, question_id: int, body: schemas.AnswerIn):
     """Answer a routed question: every asker of its group gets the answer in their chat."""
@@ -628,7 +688,9 @@ class OptionalTokenAuth(TokenAuth):
     response={200: schemas.HealthOut, 503: schemas.HealthOut, 429: schemas.Error},
     auth=OptionalTokenAuth(),
     url_name="health",
-    summary="Health (spec fields)",
+    tags=["Health"],
+    summary="Health",
+    description="No token needed. `status`, `rag_ok`, `rag_details`, `index_metrics`; counts and each part’s check for admin tokens only.",
 )
 async def health(request):
     """status, rag_ok, rag_details, index_metrics (docs/specs/rag-standard-v1.md); counts, the

@@ -93,6 +93,7 @@ class DocumentOut(Schema):
     size: int
     pages: int | None
     chunks: int
+    warnings: list[str]
     version: int
     source: str
     source_url: str

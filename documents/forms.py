@@ -44,6 +44,11 @@ class UploadForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.fields["tags"].queryset = tag_choices if tag_choices is not None else Tag.objects.none()
 
+    def problems(self) -> list[str]:
+        """The errors as the uploader reads them, on the web page and from the API: the fields'
+        own messages say what to do; field names are not shown."""
+        return [" ".join(errors) for errors in self.errors.values()]
+
 
 class ReplaceForm(forms.Form):
     file = forms.FileField(label="New version")

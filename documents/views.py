@@ -90,8 +90,7 @@ def document_upload(request):
             else:
                 created.append(document)
     else:
-        # The fields' own messages say what to do; field names are not shown.
-        refused.extend(" ".join(errors) for errors in form.errors.values())
+        refused.extend(form.problems())
     for document in created:
         ingestion_enqueue(document.id)
         document.refresh_from_db()

@@ -51,6 +51,22 @@ def _sign_in(page, url, username, password):
     page.wait_for_url(url + "/")
 
 
+def _too_wide(page) -> list[str]:
+    """What makes the page scroll sideways: the document's width past the window's, and the
+    elements (outside a table's own scroll region) that reach past the window's right edge."""
+    return page.evaluate(
+        """() => {
+          const w = window.innerWidth, doc = document.documentElement.scrollWidth;
+          if (doc <= w + 1) return [];
+          const wide = [...document.querySelectorAll('body *')]
+            .filter(e => !(e.parentElement && e.parentElement.closest('.table-scroll')))
+            .filter(e => e.getBoundingClientRect().right > w + 1)
+            .slice(0, 5).map(e => e.tagName + '.' + e.className + ' ' + Math.round(e.getBoundingClientRect().right));
+          return ['document ' + doc + ' > ' + w, ...wide];
+        }"""
+    )
+
+
 @pytest.mark.parametrize("size", SIZES)
 def test_make_a_token_see_it_once_and_use_it(server, chromium, size):  # noqa: F811
     ARTIFACTS.mkdir(exist_ok=True)
@@ -66,6 +82,7 @@ def test_make_a_token_see_it_once_and_use_it(server, chromium, size):  # noqa: F
         secret = page.input_value("#new-token")
         assert secret.startswith("rct_")
         page.screenshot(path=str(ARTIFACTS / f"api-tokens-created-{size}.png"), full_page=True)
+        assert not _too_wide(page), _too_wide(page)
         response = httpx.get(server.url + "/api/v1/sessions", headers={"Authorization": f"Bearer {secret}"})
         assert response.status_code == 200 and response.json() == []
         page.goto(server.url + "/api/tokens/")  # shown once: the list names it by its prefix only
@@ -91,6 +108,7 @@ def test_admins_see_every_token_of_the_tenant(server, chromium, size):  # noqa: 
         page.goto(server.url + "/api/tokens/all/")
         assert "Build bot" in page.content() and "Ann Lee" in page.content()
         page.screenshot(path=str(ARTIFACTS / f"api-tokens-admin-{size}.png"), full_page=True)
+        assert not _too_wide(page), _too_wide(page)
         assert not violations, violations
     finally:
         context.close()

@@ -125,7 +125,8 @@ def test_upload_rules_and_messages_are_the_web_pages(server, document):
         other = olga.post(
             "/documents", files=[("files", ("n.txt", b"Other notes.", "text/plain"))], data={"tags": ["public"]}
         )
-        assert "tags:" in error(other, 422, "upload_refused")["message"]
+        # The web page's message, without a field name.
+        assert error(other, 422, "upload_refused")["message"] == "You may not upload to one of the chosen tags."
         listing = olga.get("/documents", params={"tag": "alpha", "status": "ready"}).json()
         assert listing["count"] == 1 and listing["items"][0]["id"] == document["id"]
     with client(server, "mike") as mike:  # a member may read, not upload
@@ -178,14 +179,17 @@ def test_chat_answers_with_citations_and_continues_a_session(server, document, f
         assert a["session_id"] in [s["id"] for s in sessions]
         history = mike.get(f"/sessions/{a['session_id']}").json()
         assert [m["role"] for m in history["messages"]] == ["user", "assistant", "user", "assistant"]
-        assert history["messages"][1]["message"] if False else history["messages"][1]["citations"] == a["citations"]
+        assert history["messages"][1]["citations"] == a["citations"]
+        assert history["messages"][3]["content"] == follow.json()["answer"]
         # The session's transcript is the one the web chat shows: the same stored messages.
         with client(server, "mike_read") as read_only:
             assert read_only.get(f"/sessions/{a['session_id']}").json() == history
             error(read_only.post("/chat", json={"question": QUESTION}), 403, "scope_missing")
     with client(server, "nina") as nina:  # someone else's session: absent
         error(nina.post("/chat", json={"question": QUESTION, "session_id": a["session_id"]}), 404, "not_found")
-        error(nina.get(f"/sessions/{a['session_id']}"), 404, "not_found")
+        forbidden = error(nina.get(f"/sessions/{a['session_id']}"), 404, "not_found")
+        absent = error(nina.get("/sessions/00000000-0000-4000-8000-000000000000"), 404, "not_found")
+        assert forbidden["message"] == absent["message"]
 
 
 def sse_events(response) -> list[tuple[str, dict, float]]:
@@ -251,7 +255,11 @@ def test_a_routed_question_reaches_its_owner_who_answers_through_the_api(server,
     with client(server, "nina") as nina:
         error(nina.post(f"/questions/{routed['question_id']}/answer", json={"answer": "Yes."}), 404, "not_found")
     with client(server, "tom") as tom:
-        error(tom.post(f"/questions/{routed['question_id']}/answer", json={"answer": "Yes."}), 404, "not_found")
+        forbidden = error(
+            tom.post(f"/questions/{routed['question_id']}/answer", json={"answer": "Yes."}), 404, "not_found"
+        )
+        absent = error(tom.post("/questions/999999/answer", json={"answer": "Yes."}), 404, "not_found")
+        assert forbidden["message"] == absent["message"]
     with client(server, "olga") as olga:
         inbox = olga.get("/questions").json()
         mine = [q for q in inbox if q["id"] == routed["question_id"]]
@@ -319,8 +327,10 @@ def test_the_readme_curl_examples_work(server, document, fake_ollama, tmp_path):
                 while olga.get(f"/documents/{ids['DOCUMENT_ID']}").json()["status"] not in ("ready", "failed"):
                     assert time.monotonic() < deadline
                     time.sleep(0.2)
-        if command.endswith('"$RAGCHAT/api/v1/chat"') and "SESSION_ID" not in ids:
-            ids["SESSION_ID"] = data["session_id"]
+        if command.endswith('"$RAGCHAT/api/v1/chat"'):
+            if '"session_id"' in command:  # the continued chat
+                assert data["session_id"] == ids["SESSION_ID"], data
+            ids.setdefault("SESSION_ID", data["session_id"])
 
 
 def test_health_has_the_spec_fields_with_details_for_admins(server, document):
@@ -366,11 +376,19 @@ def test_docs_page_and_schema_are_served_by_the_app_under_the_csp(server):
 
 def test_delete_keeps_the_web_rule(server, fake_ollama):
     with client(server, "olga") as olga:
-        created = olga.post(
+        # Several files at once, as on the web page: the empty one is refused by name, the other goes on.
+        upload = olga.post(
             "/documents",
-            files=[("files", ("to-delete.txt", b"A short note that will be deleted soon.", "text/plain"))],
+            files=[
+                ("files", ("to-delete.txt", b"A short note that will be deleted soon.", "text/plain")),
+                ("files", ("blank.txt", b"  \n", "text/plain")),
+            ],
             data={"tags": ["alpha"]},
-        ).json()["created"][0]
+        )
+        assert upload.status_code == 201, upload.text
+        [created] = upload.json()["created"]
+        assert created["filename"] == "to-delete.txt"
+        assert upload.json()["refused"] == ["blank.txt: this file is empty."]
         with client(server, "mike") as mike:  # a reader may not delete: absent
             error(mike.delete(f"/documents/{created['id']}"), 404, "not_found")
         deadline = time.monotonic() + 60

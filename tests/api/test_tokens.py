@@ -187,3 +187,36 @@ def test_chat_has_its_own_tighter_limit(people, rag_runtime, settings):
     assert_error_shape(limited, 429, "rate_limited")
     assert int(limited["Retry-After"]) >= 1
     assert client.get("/api/v1/sessions").status_code == 200  # other calls go on
+
+
+def test_upload_refusals_are_the_web_pages_messages(people, settings):
+    """Too large and empty files, and a tag the person may not upload to: the API refuses them with
+    the very sentences the documents page shows, and stores nothing."""
+    from documents.models import Document
+    from documents.services import tag_create, tag_ensure_public
+
+    settings.RAGCHAT_MAX_UPLOAD_BYTES = 64
+    tag_ensure_public(tenant_id="default")
+    tag_create(tenant_id="default", name="Plans", slug="plans", owner=people["ann"])
+
+    def files():
+        return [
+            SimpleUploadedFile("big.txt", b"x" * 65, content_type="text/plain"),
+            SimpleUploadedFile("empty.txt", b"", content_type="text/plain"),
+        ]
+
+    api = bearer(token_create(user=people["ann"], name="u", scopes=ALL, expires_in_days=None).secret)
+    web = signed_in(people["ann"])
+    plans = str(Document.tags.field.related_model.objects.get(slug="plans").pk)
+    for tags, web_tags in ((["plans"], [plans]), (["public"], ["public-is-not-a-choice"])):
+        body = assert_error_shape(
+            api.post("/api/v1/documents", {"tags": tags, "files": files()}), 422, "upload_refused"
+        )
+        page = web.post("/documents/upload", {"tags": web_tags, "files": files()}, follow=True)
+        shown = [str(m) for m in page.context["messages"]]
+        assert body["details"] == shown and shown, (body, shown)
+        if tags == ["plans"]:
+            assert shown[0].startswith("big.txt: this file is") and "the limit is" in shown[0]
+            assert shown[1] == "empty.txt: this file is empty."
+    assert body["details"] == ["You may not upload to one of the chosen tags."]
+    assert not Document.objects.exists()
