@@ -44,6 +44,7 @@ from documents.models import Document
 from documents.tasks import ingestion_enqueue
 from ragchat import runtime
 from ragchat.health import health_report, spec_fields
+from ragchat.services import errors as rag_errors
 from ragchat.services.config import MODEL_LIMITS
 from ragchat.services.llm import canonical_model_name
 from routing import selectors as routing_selectors
@@ -73,8 +74,6 @@ ERRORS: dict[int, Any] = {
     422: schemas.Error,
     429: schemas.Error,
 }
-# Upstream statuses: the model server down or failing (502), too slow (504), the search index down (503).
-UPSTREAM_STATUS = {"LLMTimeoutError": 504, "ContextError": 503}
 PAGE_SIZE_MAX = 100
 SEARCH_K_MAX = 50
 
@@ -198,11 +197,24 @@ def _answer_payload(request, message: Message, question: str) -> dict[str, Any]:
     }
 
 
+def failure_class(error_type: str) -> tuple[int, str]:
+    """A failed turn's status and code, from the stored error's class name (subclasses included):
+    the model too slow (504), the search index or embedder down (503), a model not available (422),
+    anything else of the model server (502)."""
+    error = getattr(rag_errors, error_type or "", None)
+    if not (isinstance(error, type) and issubclass(error, rag_errors.RAGServiceError)):
+        return 502, "upstream_unavailable"
+    if issubclass(error, rag_errors.LLMTimeoutError):
+        return 504, "upstream_timeout"
+    if issubclass(error, rag_errors.ContextError):
+        return 503, "search_unavailable"
+    if issubclass(error, (rag_errors.ModelUnavailableError, rag_errors.ModelNotAllowedError)):
+        return 422, "unknown_model"
+    return 502, "upstream_unavailable"
+
+
 def _failure(message: Message) -> ApiError:
-    status = UPSTREAM_STATUS.get(message.error_type, 502)
-    code = {504: "upstream_timeout", 503: "search_unavailable"}.get(status, "upstream_unavailable")
-    if message.error_type in ("ModelUnavailableError", "ModelNotAllowedError"):
-        status, code = 422, "unknown_model"
+    status, code = failure_class(message.error_type)
     return ApiError(
         status,
         code,
@@ -287,10 +299,14 @@ async def search(
     scope = await sync_to_async(_search_scope)(request, tags)
     results = []
     if scope:
-        await runtime.ready_vector_service()
-        results = await runtime.rag_service().get_quality_context(
-            q, user_tags=scope, tenant_id=request.user.tenant_id, max_chunks=k
-        )
+        try:
+            await runtime.ready_vector_service()
+            results = await runtime.rag_service().get_quality_context(
+                q, user_tags=scope, tenant_id=request.user.tenant_id, max_chunks=k
+            )
+        except Exception as e:  # the embedder's or the store's failure, as the chat reports it
+            logger.warning("API search failed: %s", e, extra={"event": "api_search_failed"})
+            raise ApiError(503, "search_unavailable", turns.MSG_SEARCH) from e
     readable = await sync_to_async(policy.readable_document_ids)(
         user=request.user, document_ids=[r.document_id for r in results]
     )

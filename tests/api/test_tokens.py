@@ -220,3 +220,36 @@ def test_upload_refusals_are_the_web_pages_messages(people, settings):
             assert shown[1] == "empty.txt: this file is empty."
     assert body["details"] == ["You may not upload to one of the chosen tags."]
     assert not Document.objects.exists()
+
+
+@pytest.mark.filterwarnings("ignore:Failed to obtain server version")  # qdrant-client, dead server
+@pytest.mark.django_db(transaction=True)  # the chat turn's thread reads the committed token
+def test_search_index_down_is_a_503_for_search_and_chat(people, rag_runtime, settings):
+    from dataclasses import replace
+
+    from chat import turns
+    from documents.services import tag_ensure_public
+    from ragchat import runtime
+    from tests.ops.conftest import dead_port
+
+    tag_ensure_public(tenant_id="default")
+    settings.RAG = replace(rag_runtime, qdrant_url=f"http://127.0.0.1:{dead_port()}", rag_retry_attempts=1)
+    runtime.reset()
+    client = bearer(token_create(user=people["ann"], name="s", scopes=ALL, expires_in_days=None).secret)
+    search = assert_error_shape(client.get("/api/v1/search", {"q": "vacation days"}), 503, "search_unavailable")
+    assert search["message"] == turns.MSG_SEARCH
+    asked = client.post("/api/v1/chat", {"question": "How many vacation days?"}, content_type="application/json")
+    body = assert_error_shape(asked, 503, "search_unavailable")
+    assert body["message"] == turns.MSG_SEARCH and body["details"]["session_id"]
+
+
+def test_failed_turns_map_to_the_error_classes():
+    """A stored failure's class (subclasses included) gives the API's status and code."""
+    from api.endpoints import failure_class
+
+    assert failure_class("LLMTimeoutError") == (504, "upstream_timeout")
+    assert failure_class("ContextError") == failure_class("VectorStoreError") == (503, "search_unavailable")
+    assert failure_class("CollectionMismatchError") == failure_class("EmbeddingError") == (503, "search_unavailable")
+    assert failure_class("ModelUnavailableError") == failure_class("ModelNotAllowedError") == (422, "unknown_model")
+    assert failure_class("LLMConnectionError") == failure_class("LLMResponseError") == (502, "upstream_unavailable")
+    assert failure_class("") == failure_class("RuntimeError") == (502, "upstream_unavailable")
