@@ -277,7 +277,7 @@ def test_a_manager_renames_a_document_and_citations_follow(client, people, uploa
     document = upload(make_text(["The expense policy allows taxis after 22:00."]), "exp-v1-final.txt")
     client.force_login(people["owner"])
     detail = client.get(f"/documents/{document.id}/").content.decode()
-    assert 'action="/documents/%s/rename"' % document.id in detail
+    assert f'action="/documents/{document.id}/rename"' in detail
     assert detail.count(">Ready<") == 1  # the status once, not "Ready Ready"
     response = client.post(f"/documents/{document.id}/rename", {"title": "  Expense   policy  "}, follow=True)
     assert "Renamed to “Expense policy”" in response.content.decode()
