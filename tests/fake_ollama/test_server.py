@@ -255,6 +255,10 @@ def test_stream_pieces_and_stream_end_callback(fake_ollama: FakeOllama) -> None:
     ) as response:
         lines = [json.loads(line) for line in response.iter_lines() if line]
     assert [line["message"]["content"] for line in lines if not line["done"]] == ["one ", "two ", "three "]
+    # The server's thread runs the callback after writing the last line: the client may read it first.
+    deadline = time.monotonic() + 5
+    while not ended and time.monotonic() < deadline:
+        time.sleep(0.01)
     assert len(ended) == 1
     fake_ollama.reset()
     assert ChatOllama(model="llama3.2", base_url=fake_ollama.url).invoke("q").content == DEFAULT_REPLY
