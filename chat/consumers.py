@@ -6,7 +6,7 @@ the answer itself is produced by chat.turns in a task the process owns, and reac
 session through its channel group.
 
 Frames in (htmx ws extension: the form's values as JSON): {"question": "..."} (with "edit": "<id>"
-to ask the latest question again, edited), {"retry": "<id>"}, {"regenerate": "<id>"}, {"stop": "1"}.
+to ask the latest question again, edited), {"retry": "<id>"}, {"regenerate": "<id>"}, {"stop": "1", "answer": "<id of the answer>"}.
 Frames out: HTML fragments with hx-swap-oob.
 
 References: requirement IDs (R-…): docs/requirements.md.
@@ -97,9 +97,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         if data.get("stop"):
             # The answer runs in the process its question reached: here, or another one, whose tabs
-            # of this session hear the group event.
-            if not turns.turn_stop(self.session_id):
-                await self.channel_layer.group_send(self.group, {"type": "chat.stop"})
+            # of this session hear the group event. The page says which answer it stops, so a stop
+            # that arrives late (after that answer ended) cannot stop the next one.
+            raw = str(data.get("answer") or "")
+            answer_id = int(raw) if raw.isdigit() else None
+            if not turns.turn_stop(self.session_id, message_id=answer_id):
+                await self.channel_layer.group_send(self.group, {"type": "chat.stop", "message_id": answer_id})
             return
         question = str(data.get("question") or "")
         problem = services.question_problem(question)
@@ -214,7 +217,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=event["html"])
 
     async def chat_stop(self, event: dict) -> None:
-        turns.turn_stop(self.session_id)
+        turns.turn_stop(self.session_id, message_id=event.get("message_id"))
 
     async def chat_message(self, event: dict) -> None:
         """A stored message to show (e.g. the owner's answer delivered by routing): replaced if this

@@ -124,11 +124,13 @@ def active_turn(session_id) -> Turn | None:
     return _turns.get(str(session_id))
 
 
-def turn_stop(session_id) -> bool:
+def turn_stop(session_id, *, message_id: int | None = None) -> bool:
     """Stop the session's answer in this process (the asker pressed Stop): what streamed is kept,
-    marked stopped. False when no answer of the session runs here."""
+    marked stopped. With `message_id`, only that answer. False when no such answer runs here."""
     turn = _turns.get(str(session_id))
     if turn is None or turn.task is None or turn.task.done():
+        return False
+    if message_id is not None and turn.message_id != message_id:
         return False
     turn.stopped = True
     turn.task.cancel()

@@ -78,6 +78,15 @@
     }
   };
   composer.classList.toggle("answering", answering()); // Send becomes Stop while an answer streams
+  // Stop names the answer it stops (a stop arriving after that answer ended must not stop the next).
+  const stopButton = composer.querySelector(".composer-stop");
+  const stopAnswer = document.getElementById("stop-answer");
+  if (stopButton && stopAnswer) {
+    stopButton.addEventListener("click", () => {
+      const streaming = messages.querySelector('article[data-status="streaming"]');
+      stopAnswer.value = streaming ? streaming.id.replace(/^m/, "") : "";
+    });
+  }
   const wait = () => {
     waiting = true;
     showNote("Your question will be sent when the current answer is finished.", "info");

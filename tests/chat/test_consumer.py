@@ -372,12 +372,14 @@ async def test_stop_keeps_what_streamed_marked_stopped(chat_session, corpus, fak
     assert answer.error == "You stopped this answer."
     assert "twenty-five" in answer.content and len(answer.content) < len(LONG_REPLY)
     assert ">Stopped</span>" in final and "You stopped this answer." in final and ">Regenerate</button>" in final
-    # Nothing runs now: a second stop is a no-op, and a new question is taken.
-    await tab.send({"stop": "1"})
-    fake_ollama.token_delay(0)
+    # A new question is taken; a stop naming the stopped answer (a double click, or one delivered
+    # late through the group) does not stop the new one.
+    fake_ollama.token_delay(0.01)
     await tab.ask("And what about expense reports?")
     assert 'data-outcome="accepted"' in await tab.receive()
-    await tab.until_final()
+    await tab.send({"stop": "1", "answer": str(answer.pk)})
+    final = await tab.until_final(timeout=30)
+    assert 'data-status="complete"' in final, final[:300]
     await turns.wait_idle()
     await tab.close()
 
