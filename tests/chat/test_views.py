@@ -280,3 +280,27 @@ def test_pin_and_archive(signed_in, user):
     signed_in.post(reverse("chat:pin", args=[older.pk]), {"value": "0"})
     page = signed_in.get("/").content.decode()
     assert "Archived chats (" not in page and page.index("Newer chat") < page.index("Older chat")
+
+
+def test_the_sidebar_stays_usable_with_hundreds_of_chats(signed_in, user, django_assert_max_num_queries):
+    """250 chats: the page lists the 100 most recent (pinned first), says how to reach the rest,
+    runs a bounded number of queries, and search finds the oldest."""
+    from django.utils import timezone
+
+    from chat import services
+    from chat.models import ChatSession
+    from chat.selectors import SIDEBAR_SESSIONS
+
+    ChatSession.objects.bulk_create(ChatSession(owner=user, title=f"Chat number {i:03d}") for i in range(250))
+    oldest = ChatSession.objects.filter(owner=user).order_by("updated_at", "id").first()
+    oldest.pinned_at = timezone.now()
+    oldest.save(update_fields=["pinned_at"])
+    services.session_create(user=user, title="Holiday plans")
+    with django_assert_max_num_queries(25):
+        page = signed_in.get(reverse("home")).content.decode()
+    assert page.count('class="session-link') == SIDEBAR_SESSIONS == 100
+    assert "Showing the 100 most recent: search to find older ones." in page
+    first_link = page.split('class="session-link')[1]
+    assert oldest.title in first_link and "📌" in first_link  # the pinned one heads the list
+    found = _results(signed_in.get(reverse("chat:search"), {"q": "Chat number 000"}))
+    assert "Chat number 000" in found
