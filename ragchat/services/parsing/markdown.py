@@ -80,14 +80,43 @@ def _markdown_blocks(tokens: Sequence[Token]) -> list[TextBlock]:
 
 
 def _markdown_inline_text(token: Token) -> str:
+    """The inline text a reader sees and searches for.
+
+    Underscore "emphasis" around one word is kept literally: `__debug__`, `__init__.py` and
+    `_private_` are identifiers far more often than emphasis, and a question naming them must find
+    them (CommonMark would index bold "debug"). Other emphasis markup is dropped.
+    """
     parts: list[str] = []
-    for child in token.children or []:
+    children = list(token.children or [])
+    i = 0
+    while i < len(children):
+        child = children[i]
+        if child.type in {"em_open", "strong_open"} and _literal_underscores(children, i):
+            parts.append(child.markup + children[i + 1].content + children[i + 2].markup)
+            i += 3
+            continue
         if child.type in {"text", "code_inline"}:
             parts.append(child.content)
         elif child.type in {"softbreak", "hardbreak"}:
             parts.append(" ")
         elif child.type == "image":
             parts.append(child.content)  # alt text
-        elif child.type == "html_inline":
-            continue  # raw HTML tags are markup, not text
+        # html_inline: raw HTML tags are markup, not text; emphasis markers: markup too
+        i += 1
     return "".join(parts)
+
+
+_ONE_WORD = re.compile(r"[\w.\-]+")
+
+
+def _literal_underscores(children: Sequence[Token], i: int) -> bool:
+    """children[i] opens underscore emphasis around a single word that closes right after it."""
+    if i + 2 >= len(children) or "_" not in children[i].markup:
+        return False
+    inner, close = children[i + 1], children[i + 2]
+    return (
+        inner.type == "text"
+        and close.type in {"em_close", "strong_close"}
+        and close.markup == children[i].markup
+        and _ONE_WORD.fullmatch(inner.content) is not None
+    )

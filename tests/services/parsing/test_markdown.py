@@ -30,3 +30,17 @@ def test_markdown_inline_script_is_not_text():
     parsed = parse_document(data=data, filename="notes.md")
     assert "alert(1)" not in parsed.text
     assert "More text here." in [b.text for b in parsed.blocks]
+
+
+def test_markdown_keeps_identifiers_written_with_underscores():
+    """Issue 16: `__debug__` is an identifier, not bold "debug"; a question naming it must find it."""
+    data = (
+        b"# Flags\n\nSet __debug__ to False, edit __init__.py and call _private_ once.\n\n"
+        b"Real emphasis stays plain: **bold**, _really important_ and *star*.\n\n"
+        b"| flag | meaning |\n|---|---|\n| __slots__ | no dict |\n"
+    )
+    parsed = parse_document(data=data, filename="flags.md")
+    texts = [b.text for b in parsed.blocks]
+    assert "Set __debug__ to False, edit __init__.py and call _private_ once." in texts
+    assert "Real emphasis stays plain: bold, really important and star." in texts
+    assert "__slots__ | no dict" in texts
