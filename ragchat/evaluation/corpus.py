@@ -12,8 +12,11 @@ Gold question fields (JSONL): `question`; `relevant_documents` (paths relative t
 `support_phrases` (a retrieved chunk must contain one, case-insensitive); optional `tags` (the
 asker's tags; default: every tag of the corpus); optional `history` (earlier user questions of the
 conversation, oldest first: the evaluator turns them into the follow-up's retrieval query with the
-core's build_retrieval_query, as the chat does); `kind` (fact, acronym, name, code, follow-up,
-multi) for per-kind breakdowns.
+core's build_retrieval_query, as the chat does); optional `standalone` (for a question with a
+history: the same question rewritten by a person to stand alone, the ceiling a follow-up strategy
+aims at); `kind` (fact, acronym, name, code, follow-up, topic-switch, multi) for per-kind
+breakdowns. A topic-switch question has a history about something else and must be searched as
+asked.
 
 Files are rendered with the generators in ragchat/evaluation/docgen.py (fpdf2, python-docx, plain HTML,
 Markdown, text): the same ones the parser tests use, so nothing binary is committed.
@@ -47,6 +50,7 @@ class GoldQuestion:
     kind: str = "fact"
     history: list[str] = field(default_factory=list)
     tags: list[str] | None = None
+    standalone: str = ""
 
     def as_dict(self) -> dict:
         out: dict = {
@@ -57,6 +61,8 @@ class GoldQuestion:
         }
         if self.history:
             out["history"] = self.history
+        if self.standalone:
+            out["standalone"] = self.standalone
         if self.tags is not None:
             out["tags"] = self.tags
         return out
@@ -818,6 +824,7 @@ QUESTIONS: list[GoldQuestion] = [
         "maximum of 5 days",
         kind="follow-up",
         history=["How many days of annual leave do full-time employees get?"],
+        standalone="How many days of annual leave can full-time employees carry over to next year?",
     ),
     _q(
         "What about the birth parent?",
@@ -825,6 +832,7 @@ QUESTIONS: list[GoldQuestion] = [
         "20 weeks",
         kind="follow-up",
         history=["How many weeks of paid parental leave does the second parent get?"],
+        standalone="How many weeks of paid parental leave does the birth parent get?",
     ),
     _q(
         "And is there an allowance for that?",
@@ -832,6 +840,7 @@ QUESTIONS: list[GoldQuestion] = [
         "45 EUR",
         kind="follow-up",
         history=["Can I work remotely from home?"],
+        standalone="Is there an allowance for working remotely from home?",
     ),
     _q(
         "And what about error VPN-412?",
@@ -839,6 +848,7 @@ QUESTIONS: list[GoldQuestion] = [
         "VPN-412",
         kind="follow-up",
         history=["My VPN client shows error VPN-809, what does that mean?"],
+        standalone="What does VPN client error VPN-412 mean?",
     ),
     _q(
         "And for P2?",
@@ -846,6 +856,7 @@ QUESTIONS: list[GoldQuestion] = [
         "P2 (high): response within 1 hour",
         kind="follow-up",
         history=["What is the service desk response time for a P1 ticket?"],
+        standalone="What is the service desk response time for a P2 ticket?",
     ),
     _q(
         "What about in Oslo?",
@@ -853,6 +864,7 @@ QUESTIONS: list[GoldQuestion] = [
         "220 EUR per night in Oslo",
         kind="follow-up",
         history=["What is the hotel cost limit per night on business trips?"],
+        standalone="What is the hotel cost limit per night on business trips in Oslo?",
     ),
     _q(
         "Who approves the really large ones?",
@@ -860,6 +872,7 @@ QUESTIONS: list[GoldQuestion] = [
         "Marcus Lindqvist",
         kind="follow-up",
         history=["When do purchases need a purchase order?"],
+        standalone="Who approves really large purchases that need a purchase order?",
     ),
     _q(
         "And what if it is above that?",
@@ -867,6 +880,7 @@ QUESTIONS: list[GoldQuestion] = [
         "above 250,000 EUR",
         kind="follow-up",
         history=["Up to what value can a vice president sign contracts?"],
+        standalone="Who signs contracts above the value a vice president may sign?",
     ),
     _q(
         "And how long until I get feedback?",
@@ -874,6 +888,7 @@ QUESTIONS: list[GoldQuestion] = [
         "within 3 months",
         kind="follow-up",
         history=["How do I report wrongdoing through the SpeakUp line?"],
+        standalone="How long until I get feedback after reporting wrongdoing through the SpeakUp line?",
     ),
     _q(
         "When is the post-mortem due?",
@@ -881,6 +896,60 @@ QUESTIONS: list[GoldQuestion] = [
         "within 5 business days",
         kind="follow-up",
         history=["What happens when a SEV1 security incident is declared?"],
+        standalone="When is the post-mortem of a SEV1 security incident due?",
+    ),
+    # topic switches: a history about something else; the question stands alone and must be
+    # searched as asked, not with the old topic attached
+    _q(
+        "How many weeks of paid parental leave does the second parent get?",
+        PL,
+        "12 weeks",
+        kind="topic-switch",
+        history=["How do I reset my password?"],
+        standalone="How many weeks of paid parental leave does the second parent get?",
+    ),
+    _q(
+        "What is the guest WiFi network called?",
+        OF,
+        "Halvo-Guest",
+        kind="topic-switch",
+        history=["My VPN client shows error VPN-809, what does that mean?", "And what about error VPN-412?"],
+        standalone="What is the guest WiFi network called?",
+    ),
+    _q(
+        "What is the hotel cost limit per night on business trips?",
+        TE,
+        "180 EUR per night",
+        kind="topic-switch",
+        history=["When is the post-mortem of a SEV1 security incident due?"],
+        standalone="What is the hotel cost limit per night on business trips?",
+    ),
+    _q(
+        "How long are CVs of rejected applicants kept?",
+        DP,
+        "after six months",
+        kind="topic-switch",
+        history=[
+            "How many days of annual leave do full-time employees get?",
+            "And how many of those can I carry over?",
+        ],
+        standalone="How long are CVs of rejected applicants kept?",
+    ),
+    _q(
+        "What is the target click rate in phishing simulations?",
+        PH,
+        "below 3",
+        kind="topic-switch",
+        history=["Up to what value can a vice president sign contracts?"],
+        standalone="What is the target click rate in phishing simulations?",
+    ),
+    _q(
+        "When are department budgets due?",
+        BUD,
+        "15 October",
+        kind="topic-switch",
+        history=["What is the service desk response time for a P1 ticket?", "And for P2?"],
+        standalone="When are department budgets due?",
     ),
     # askers holding one tag only
     _q("How long are CVs of rejected applicants kept?", DP, "after six months", tags=["legal"]),

@@ -57,6 +57,7 @@ class Question:
     tags: tuple[str, ...] | None = None
     history: tuple[str, ...] = ()
     kind: str = "fact"
+    standalone: str = ""
 
 
 @dataclass
@@ -95,6 +96,7 @@ def load_questions(path: str | Path) -> list[Question]:
                     tags=tuple(data["tags"]) if data.get("tags") is not None else None,
                     history=tuple(str(h) for h in data.get("history") or ()),
                     kind=str(data.get("kind") or ("follow-up" if data.get("history") else "fact")),
+                    standalone=str(data.get("standalone") or ""),
                 )
             )
         except (ValueError, KeyError, TypeError) as e:
@@ -178,9 +180,12 @@ class ModeSearch:
 
 
 def retrieval_query(question: Question) -> str:
+    return retrieval_query_and_strategy(question)[0]
+
+
+def retrieval_query_and_strategy(question: Question) -> tuple[str, str]:
     history = [ChatMessage(role="user", content=h) for h in question.history]
-    query, _ = build_retrieval_query(query=question.question, history=history)
-    return query
+    return build_retrieval_query(query=question.question, history=history)
 
 
 def leaked(results: Sequence[SearchResult], user_tags: Sequence[str]) -> int:
@@ -206,7 +211,7 @@ async def _score_question(
     settings: RAGSettings,
 ) -> dict[str, Any]:
     asker_tags = list(question.tags) if question.tags is not None else index.all_tags
-    query = retrieval_query(question)
+    query, strategy = retrieval_query_and_strategy(question)
     timings: dict[str, float] = {}
     results = await service.search(
         query, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH, mode=mode, timings=timings
@@ -229,6 +234,19 @@ async def _score_question(
     else:  # no phrase given: a chunk of a relevant document counts as support
         support5 = any(path_of.get(r.document_id) in relevant for r in results[:5])
         support_context = any(path_of.get(c.document_id) in relevant for c in context)
+    conversation: dict[str, Any] = {}
+    if question.history:
+        # The same question searched as asked alone, and as a person would rewrite it to stand alone.
+        for label, text in (("raw", question.question), ("standalone", question.standalone)):
+            if not text:
+                continue
+            alt = await service.search(text, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH, mode=mode)
+            alt_ranked = metrics.ranked_documents(path_of.get(r.document_id, "?") for r in alt)
+            conversation[f"recall@5_{label}"] = metrics.recall_at(alt_ranked, relevant, 5)
+            if question.support_phrases:
+                conversation[f"support@5_{label}"] = metrics.has_support(
+                    [r.chunk_text for r in alt[:5]], question.support_phrases
+                )
     relevant_tags = {index.tags.get(p, "") for p in relevant}
     probe = probe_tag(relevant_tags, index.all_tags)
     probe_leaks = 0
@@ -239,6 +257,9 @@ async def _score_question(
         "question": question.question,
         "kind": question.kind,
         "retrieval_query": query,
+        "strategy": strategy,
+        "history": list(question.history),
+        **conversation,
         "relevant": sorted(relevant),
         "ranked": ranked[:10],
         "recall@1": metrics.recall_at(ranked, relevant, 1),
@@ -270,6 +291,30 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
     kinds = sorted({r["kind"] for r in rows})
     out["recall@5_by_kind"] = {k: metrics.mean([r["recall@5"] for r in rows if r["kind"] == k]) for k in kinds}
+    out["conversation"] = conversation_summary(rows)
+    return out
+
+
+def conversation_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Questions asked after earlier turns, by kind (follow-up, topic-switch): recall@5 and
+    support@5 of the chat's strategy next to the same question searched alone (raw) and as a person's
+    standalone rewrite; `as_follow_up` is the share the strategy treated as a follow-up."""
+    out: dict[str, Any] = {}
+    for kind in sorted({r["kind"] for r in rows if r.get("history")}):
+        group = [r for r in rows if r.get("history") and r["kind"] == kind]
+        summary: dict[str, Any] = {"questions": len(group)}
+        for label, key in (("strategy", ""), ("raw", "_raw"), ("standalone", "_standalone")):
+            recalls = [r[f"recall@5{key}"] for r in group if f"recall@5{key}" in r]
+            supports = [1.0 if r[f"support@5{key}"] else 0.0 for r in group if f"support@5{key}" in r]
+            if key == "":
+                recalls = [r["recall@5"] for r in group]
+                supports = [1.0 if r["support@5"] else 0.0 for r in group]
+            if recalls:
+                summary[f"recall@5_{label}"] = metrics.mean(recalls)
+            if supports:
+                summary[f"support@5_{label}"] = metrics.mean(supports)
+        summary["as_follow_up"] = metrics.mean([1.0 if r["strategy"].startswith("follow-up") else 0.0 for r in group])
+        out[kind] = summary
     return out
 
 
@@ -464,6 +509,15 @@ def format_table(report: dict[str, Any]) -> str:
                 for mode, s in report["modes"].items()
             )
         )
+    for mode, summary in report["modes"].items():
+        for kind, c in summary.get("conversation", {}).items():
+            lines.append(
+                f"{mode} {kind} ({c['questions']} asked after earlier turns): "
+                f"R@5 strategy {c['recall@5_strategy']:.2f}, raw {c.get('recall@5_raw', 0):.2f}, "
+                f"standalone {c.get('recall@5_standalone', 0):.2f}; support@5 strategy "
+                f"{c.get('support@5_strategy', 0):.2f}, raw {c.get('support@5_raw', 0):.2f}, standalone "
+                f"{c.get('support@5_standalone', 0):.2f}; treated as follow-up {c['as_follow_up']:.0%}"
+            )
     if report["failed_documents"]:
         lines.append(f"not ingested: {report['failed_documents']}")
     if report["missing_relevant_documents"]:

@@ -21,6 +21,7 @@ logger = logging.getLogger(__name__)
 
 STRATEGY_FIRST = "first message (raw query)"
 STRATEGY_FOLLOW_UP = "follow-up (contextualized topic)"
+STRATEGY_NEW_TOPIC = "new topic (raw query)"
 
 # How much earlier conversation a follow-up's standalone query carries: the last few user turns,
 # a bounded number of their terms, so an old topic fades and the embedding stays focused.
@@ -33,6 +34,20 @@ _TOPIC_NOISE = STOPWORDS | {
     "please", "know", "want", "like", "also", "any", "anything", "something", "thanks", "thank",
     "hello", "hey", "does", "did", "doing", "done", "give", "show", "explain",
 }  # fmt: skip
+
+# A question that leans on the conversation: it opens with a continuation ("and", "what about")
+# or points back at something said before ("it", "those", "the large ones", "above that").
+_CONTINUATION_OPENERS = (
+    "and", "but", "or", "so", "also", "then", "what about", "how about", "what if", "same for",
+    "same with", "is that", "does that", "and if", "ok and", "okay and", "plus",
+)  # fmt: skip
+_BACK_REFERENCES = {
+    "it", "its", "it's", "that", "those", "these", "this", "they", "them", "their", "theirs",
+    "there", "he", "she", "him", "her", "his", "hers", "one", "ones", "such", "same", "instead",
+    "else", "former", "latter", "above", "below", "too", "either", "neither", "both",
+}  # fmt: skip
+# A question with this many topic words of its own, and nothing pointing back, stands alone.
+SELF_CONTAINED_TERMS = 3
 
 
 @runtime_checkable
@@ -151,12 +166,33 @@ def _previous_user_turns(query: str, history: Sequence[ChatMessage]) -> list[str
     return turns
 
 
+def is_follow_up(query: str) -> bool:
+    """Whether a question needs the conversation to be understood (asked after earlier turns).
+
+    Deterministic and lexical: a continuation opener or a back-reference makes it a follow-up; so
+    does having fewer than SELF_CONTAINED_TERMS topic words ("And for P2?", "When is it due?").
+    Otherwise the question stands alone and is a new topic, even if it shares a word with the old
+    one: carrying "reset password" into "What is the parental leave policy for new fathers?" only
+    pulls the search away from what was asked.
+    """
+    text = " ".join(query.lower().split())
+    words = _TERM_RE.findall(text)
+    if not words:
+        return True
+    if any(text == opener or text.startswith(opener + " ") for opener in _CONTINUATION_OPENERS):
+        return True
+    if any(w in _BACK_REFERENCES for w in words):
+        return True
+    return len(_topic_terms(query)) < SELF_CONTAINED_TERMS
+
+
 def build_retrieval_query(*, query: str, history: Sequence[ChatMessage] | None) -> tuple[str, str]:
     """The text to embed and the strategy name.
 
-    First message (no earlier topic): the raw question. Follow-up: a standalone query made of the
-    topic accumulated from the recent user turns plus the new question, so "does it cover
-    contractors?" still finds the vacation policy. Deterministic; no LLM round trip.
+    First message (no earlier topic): the raw question. A follow-up (is_follow_up): a standalone
+    query made of the topic accumulated from the recent user turns plus the new question, so
+    "does it cover contractors?" still finds the vacation policy. A question that stands on its
+    own after earlier turns is a new topic: the raw question. Deterministic; no LLM round trip.
     """
     turns = _previous_user_turns(query, list(history or []))[-TOPIC_USER_TURNS:]
     topic: list[str] = []
@@ -168,6 +204,8 @@ def build_retrieval_query(*, query: str, history: Sequence[ChatMessage] | None) 
     topic = topic[:TOPIC_MAX_TERMS]
     if not topic:
         return query, STRATEGY_FIRST
+    if not is_follow_up(query):
+        return query, STRATEGY_NEW_TOPIC
     question_terms = set(_topic_terms(query))
     carried = [t for t in topic if t not in question_terms]
     if not carried:

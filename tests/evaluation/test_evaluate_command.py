@@ -72,3 +72,45 @@ def test_forged_citations_are_dropped(report):
     assert citations["forged_in_answers"] > 0  # the check was exercised
     assert citations["citations_returned"] > 0
     assert citations["citation_validity"] == 1.0
+
+
+def test_conversation_figures_follow_ups_and_topic_switches(tmp_path):
+    """Issue 16: questions asked after earlier turns are reported next to the same question asked
+    alone and to a person's standalone rewrite; a new topic is searched as asked."""
+    from ragchat.evaluation.corpus import QUESTIONS, write_corpus
+
+    folder, _ = write_corpus(tmp_path / "corpus")
+    conversational = [q for q in QUESTIONS if q.history]
+    assert {q.kind for q in conversational} == {"follow-up", "topic-switch"}
+    assert all(q.standalone for q in conversational)
+    gold = tmp_path / "conversation.jsonl"
+    gold.write_text("\n".join(json.dumps(q.as_dict()) for q in conversational))
+    out = StringIO()
+    call_command(
+        "evaluate",
+        "--folder",
+        str(folder),
+        "--questions",
+        str(gold),
+        "--embedder",
+        "hashing",
+        "--mode",
+        "hybrid",
+        "--no-citations",
+        "--json",
+        str(tmp_path / "report.json"),
+        stdout=out,
+        stderr=StringIO(),
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    conversation = report["modes"]["hybrid"]["conversation"]
+    follow_up, switch = conversation["follow-up"], conversation["topic-switch"]
+    assert follow_up["as_follow_up"] == 1.0 and switch["as_follow_up"] == 0.0
+    # A follow-up alone is underspecified: the strategy must do at least as well as the raw question.
+    assert follow_up["recall@5_strategy"] >= follow_up["recall@5_raw"]
+    assert {"support@5_strategy", "support@5_raw", "support@5_standalone"} <= set(follow_up)
+    # A new topic is searched exactly as asked (its standalone form is the question itself).
+    assert switch["recall@5_strategy"] == switch["recall@5_raw"] == switch["recall@5_standalone"]
+    rows = [r for r in report["per_question"]["hybrid"] if r["kind"] == "topic-switch"]
+    assert all(r["retrieval_query"] == r["question"] for r in rows)
+    assert "topic-switch" in out.getvalue() and "treated as follow-up 0%" in out.getvalue()

@@ -28,9 +28,11 @@ from ragchat.services.prompts import CONFIDENCE_PROMPT, INSUFFICIENT_CONTEXT_ANS
 from ragchat.services.retrieval import (
     STRATEGY_FIRST,
     STRATEGY_FOLLOW_UP,
+    STRATEGY_NEW_TOPIC,
     apply_reranker,
     build_retrieval_query,
     deduplicate_chunks,
+    is_follow_up,
     limit_per_document,
 )
 from ragchat.services.routing import get_route_target
@@ -399,6 +401,45 @@ def test_follow_up_topic_is_bounded():
     assert len(text.split(":")[0].split()) <= 12
     assert "topic5x0" in text  # newest turn kept
     assert "topic0x0" not in text  # oldest turns faded
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Does it cover contractors?",  # back-reference
+        "And for P2?",  # continuation opener
+        "What about the birth parent?",
+        "Who approves the really large ones?",
+        "And what if it is above that?",
+        "When is the post-mortem due?",  # too few words of its own to stand alone
+        "why?",
+    ],
+)
+def test_follow_ups_are_told_apart(question):
+    assert is_follow_up(question)
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What is the parental leave policy for new fathers?",
+        "How long are CVs of rejected applicants kept?",
+        "What is the guest WiFi network called?",
+        # shares words with the earlier topic, yet stands alone: searched as asked
+        "How many days of sick leave do full-time employees get?",
+    ],
+)
+def test_new_topics_are_told_apart(question):
+    assert not is_follow_up(question)
+
+
+def test_a_new_topic_does_not_inherit_the_previous_one():
+    """The defect the issue names: 'reset password: What is the parental leave policy…'."""
+    history = [ChatMessage("user", "How do I reset my password?"), ChatMessage("assistant", "Use the portal.")]
+    question = "What is the parental leave policy for new fathers?"
+    assert build_retrieval_query(query=question, history=history) == (question, STRATEGY_NEW_TOPIC)
+    text, strategy = build_retrieval_query(query="Does it expire?", history=history)
+    assert strategy == STRATEGY_FOLLOW_UP and text == "reset password: Does it expire?"
 
 
 # ---------------------------------------------------------------- smalltalk
