@@ -327,8 +327,9 @@ class QuestionContext:
     """What the viewer of a routed question may see of what the assistant had.
 
     sources: the passages the asker was shown, narrowed to documents the viewer may read.
-    draft_visible: the assistant's draft was written from every source it had; it is shown only
-        when the viewer may read all of them.
+    draft_visible: the assistant's draft was written from every source it had and with the earlier
+        conversation in its prompt (it may repeat an earlier answer); it is shown only when the
+        viewer may read all of those sources and sees the whole conversation.
     conversation: each earlier message, or a note that it is withheld.
     contextual_query_visible: the rewritten search query is built from the conversation; it is
         shown only when nothing of the conversation is withheld.
@@ -394,7 +395,7 @@ def question_context(*, user, question, conversation: Sequence[Any]) -> Question
     conversation_clear = all(e.visible for e in entries)
     return QuestionContext(
         sources=sources,
-        draft_visible=sources.all_visible,
+        draft_visible=sources.all_visible and conversation_clear,
         conversation=entries,
         contextual_query_visible=conversation_clear and sources.all_visible,
     )

@@ -192,9 +192,29 @@ def _answer_payload(request, message: Message, question: str) -> dict[str, Any]:
         "action": "routed" if message.action == "ROUTE" else "answered",
         "routed_to": _routed_to(message),
         "model": message.model,
-        "grounding": getattr(message, "grounding", None) or None,
+        "grounding": _grounding(message),
         "timings": {k: float(v) for k, v in (message.timings or {}).items() if isinstance(v, (int, float))},
     }
+
+
+def _grounding(message: Message) -> dict[str, Any] | None:
+    """The stored grounding check of a message already narrowed by the policy: chunk ids of sources
+    the asker may no longer read are left out, like the citations."""
+    grounding = message.grounding or {}
+    if not grounding.get("sentences"):
+        return None
+    visible = {s["source_id"] for s in [*(message.citations or []), *(message.passages or [])]}
+    sentences = []
+    for sentence in grounding["sentences"]:
+        by = sentence.get("supported_by")
+        sentences.append(
+            {
+                **sentence,
+                "cited": [c for c in sentence.get("cited") or [] if c in visible],
+                "supported_by": by if by in visible else None,
+            }
+        )
+    return {**grounding, "sentences": sentences}
 
 
 def failure_class(error_type: str) -> tuple[int, str]:
@@ -634,6 +654,7 @@ def session_history(request, session_id: str):
                 "action": m.action,
                 "author": routing_services.display_name(m.author) if m.role == Message.Role.OWNER else None,
                 "error": m.error,
+                "grounding": _grounding(m),
             }
         )
     return {"session": _session(session), "messages": out}

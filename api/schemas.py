@@ -65,6 +65,28 @@ class RoutedTo(Schema):
     question_id: int | None = None
 
 
+class GroundingSentence(Schema):
+    text: str
+    status: Literal["supported", "uncited", "unsupported", "none"] = Field(
+        description="supported: by a passage it cites; uncited: by a passage of the answer's context it "
+        "does not cite; unsupported: by none (check it); none: states nothing to check"
+    )
+    start: int = Field(description="Offset of the sentence in `answer`")
+    end: int
+    cited: list[str] = []
+    supported_by: str | None = Field(None, description="The chunk that supports it (or comes closest)")
+    score: float = Field(0.0, description="Share of its content words found in that chunk")
+    missing_facts: list[str] = Field([], description="Figures, names or a negation the chunk does not have")
+
+
+class Grounding(Schema):
+    claims: int = Field(description="Sentences that state something")
+    supported: int = Field(description="Claims supported by the answer's passages (cited or not)")
+    cited_supported: int = Field(description="Claims supported by a passage they cite (axiom A2)")
+    supported_share: float | None = None
+    sentences: list[GroundingSentence]
+
+
 class ChatOut(Schema):
     request_id: str
     session_id: str
@@ -77,7 +99,7 @@ class ChatOut(Schema):
     action: Literal["answered", "routed"]
     routed_to: RoutedTo | None = None
     model: str
-    grounding: Any | None = Field(None, description="Per-sentence grounding, when the answer has it")
+    grounding: Grounding | None = Field(None, description="Per-sentence grounding check of the answer (A2)")
     timings: dict[str, float] = {}
 
 
@@ -136,6 +158,7 @@ class MessageOut(Schema):
     action: str = ""
     author: str | None = None
     error: str = ""
+    grounding: Grounding | None = None
 
 
 class SessionHistory(Schema):

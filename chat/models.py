@@ -56,6 +56,9 @@ class Message(models.Model):
     model = models.CharField(max_length=120, blank=True, default="")
     query_strategy = models.CharField(max_length=80, blank=True, default="")
     retrieval_query = models.TextField(blank=True, default="")
+    # The per-sentence grounding check (ragchat/services/grounding.py GroundingReport.as_dict()):
+    # claims, supported, cited_supported, supported_share, sentences (offsets into content, status).
+    grounding = models.JSONField(default=dict, blank=True)
     timings = models.JSONField(default=dict, blank=True)  # per-stage ms: embed, search, generate, rate, total
     request_id = models.CharField(max_length=64, blank=True, default="", db_index=True)
     error = models.TextField(blank=True, default="")  # the sentence shown to the user

@@ -82,7 +82,8 @@ def message_context(message: Message) -> dict[str, Any]:
         # The spec's canned text ends "Please contact the relevant team": the question has gone to
         # a person already, and the notice under it says to whom.
         content = MODEL_INSUFFICIENT_SENTENCE
-    rendered = render_answer(content, known=known or [], prefix=prefix)
+    grounding = message.grounding if message.status == Message.Status.COMPLETE and content == message.content else None
+    rendered = render_answer(content, known=known or [], prefix=prefix, grounding=grounding)
     ctx["body"] = rendered.html
     ctx["sources"] = rendered.sources
     if message.status == Message.Status.COMPLETE and content:

@@ -206,12 +206,55 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
 
 
 def render_answer(
-    text: str, *, known: Sequence[dict[str, Any]], prefix: str, streaming: bool = False
+    text: str,
+    *,
+    known: Sequence[dict[str, Any]],
+    prefix: str,
+    streaming: bool = False,
+    grounding: dict[str, Any] | None = None,
 ) -> RenderedAnswer:
-    """The answer as safe HTML with numbered markers; `known` are the sources markers may point to."""
+    """The answer as safe HTML with numbered markers; `known` are the sources markers may point to.
+    `grounding` (a stored GroundingReport dict): its unsupported sentences are marked."""
     numbering = _Numbering(by_id={c["source_id"]: c for c in known})
-    html = _render_piece(text, numbering, prefix=prefix, streaming=streaming)
+    spans = _unsupported_spans(text, grounding)
+    html = _render_piece(_mark_claims(text, spans), numbering, prefix=prefix, streaming=streaming, claims=bool(spans))
     return RenderedAnswer(html=html, sources=numbering.sources)
+
+
+# Unsupported sentences (axiom A2) are marked with private-use sentinels before Markdown and turned
+# into a subtly underlined span with an explanation afterwards; a sentence whose HTML crosses a
+# block (a list item into the next) gets the explanation mark only.
+_CLAIM_OPEN, _CLAIM_CLOSE = "\ue010", "\ue011"
+_CLAIM_RE = re.compile(f"{_CLAIM_OPEN}(.*?){_CLAIM_CLOSE}", re.DOTALL)
+_BLOCK_TAG_RE = re.compile(r"</?(?:p|li|ul|ol|h[1-6]|pre|blockquote|table|thead|tbody|tr|td|th|hr|br)\b")
+_INLINE_TAGS = ("strong", "em", "code", "a", "del", "s")
+CLAIM_NOTE = "No passage among this answer's sources supports this sentence. Check it before relying on it."
+
+
+def _unsupported_spans(text: str, grounding: dict[str, Any] | None) -> list[tuple[int, int]]:
+    sentences = (grounding or {}).get("sentences") or []
+    spans = []
+    for s in sentences:
+        start, end = s.get("start"), s.get("end")
+        if s.get("status") == "unsupported" and isinstance(start, int) and isinstance(end, int):
+            if 0 <= start < end <= len(text):
+                spans.append((start, end))
+    return sorted(spans)
+
+
+def _mark_claims(text: str, spans: Sequence[tuple[int, int]]) -> str:
+    for start, end in reversed(spans):
+        text = text[:start] + _CLAIM_OPEN + text[start:end] + _CLAIM_CLOSE + text[end:]
+    return text
+
+
+def _claim_html(match: re.Match[str]) -> str:
+    inner = match.group(1)
+    flag = render_partial("chat/_claim_flag.html", {"note": CLAIM_NOTE})
+    balanced = all(len(re.findall(f"<{t}[ >]", inner)) == inner.count(f"</{t}>") for t in _INLINE_TAGS)
+    if _BLOCK_TAG_RE.search(inner) or not balanced:
+        return inner + flag
+    return f'<span class="claim-unsupported">{inner}</span>{flag}'
 
 
 def answer_markdown(text: str, *, known: Sequence[dict[str, Any]]) -> str:
@@ -258,10 +301,12 @@ def close_open_inline(text: str) -> str:
     return text.rstrip() + closing[::-1] if closing else text
 
 
-def _render_piece(text: str, numbering: _Numbering, *, prefix: str, streaming: bool) -> str:
+def _render_piece(text: str, numbering: _Numbering, *, prefix: str, streaming: bool, claims: bool = False) -> str:
     if streaming:
         text = close_open_inline(_PARTIAL_MARKER_RE.sub("", text))
     html = markdown_to_html(numbering.apply(text))
+    if claims:
+        html = _CLAIM_RE.sub(_claim_html, html)
     return _PLACEHOLDER_RE.sub(lambda match: numbering.marker_html(int(match.group(1)), prefix=prefix), html)
 
 

@@ -194,6 +194,7 @@ def messages_as_seen_by(*, user, messages: list[Message]) -> list[Message]:
             # The text was written from them: withheld whole, in memory only (never saved).
             hidden = len({*policy.source_document_ids(m.citations), *policy.source_document_ids(m.passages)} - readable)
             m.content = WITHHELD_ANSWER.format(n=hidden, s="" if hidden == 1 else "s")
+            m.grounding = {}  # its sentences quote the withheld text
         m.citations, m.passages = cited.visible, given.visible
     return messages
 

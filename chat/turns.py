@@ -399,6 +399,7 @@ def _final_fields(response: RAGResponse) -> dict[str, Any]:
         "model": response.model_used,
         "query_strategy": response.query_strategy,
         "retrieval_query": response.retrieval_query,
+        "grounding": response.grounding.as_dict() if response.grounding is not None else {},
         "timings": {**response.timings, "total": round(response.generation_time_ms, 1)},
         "request_id": response.request_id or "",
     }

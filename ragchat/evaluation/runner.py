@@ -442,6 +442,7 @@ async def run_evaluation(
             "missing_relevant_documents": missing,
             "modes": {},
             "per_question": {},
+            "grounding": grounding_figures(),
         }
         for mode in modes:
             rows = [await _score_question(service, q, mode=mode, index=index, settings=settings) for q in questions]
@@ -468,6 +469,14 @@ async def run_evaluation(
             fake.stop()
         await service.close()
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def grounding_figures() -> dict[str, Any]:
+    """The per-sentence grounding check on its labelled set (ragchat/evaluation/grounding_set.py)."""
+    from ragchat.evaluation.grounding_set import score_grounding
+
+    result = score_grounding()
+    return {k: v for k, v in result.items() if k != "rows"}
 
 
 SUMMARY_COLUMNS = (
@@ -518,6 +527,13 @@ def format_table(report: dict[str, Any]) -> str:
                 f"{c.get('support@5_strategy', 0):.2f}, raw {c.get('support@5_raw', 0):.2f}, standalone "
                 f"{c.get('support@5_standalone', 0):.2f}; treated as follow-up {c['as_follow_up']:.0%}"
             )
+    grounding = report.get("grounding")
+    if grounding:
+        lines.append(
+            f"grounding check (labelled set, {grounding['sentences']} sentences, {grounding['unsupported']} unsupported): "
+            f"precision {grounding['precision']:.2f}, recall {grounding['recall']:.2f}, accuracy {grounding['accuracy']:.2f}"
+            + (f"; missed: {grounding['missed_by_kind']}" if grounding["missed_by_kind"] else "")
+        )
     if report["failed_documents"]:
         lines.append(f"not ingested: {report['failed_documents']}")
     if report["missing_relevant_documents"]:

@@ -1,7 +1,9 @@
 """Hybrid confidence (spec v3 "Confidence Scoring (Hybrid)") and the CITE/ROUTE action.
 
 overall = int(retrieval*30 + coverage*40 + llm/100*30), clamped to 0-100, zero when nothing was
-retrieved. One spec defect is fixed here: coverage ignores [SourceId: ...] markers, and the
+retrieved. Coverage is the spec's keyword overlap, averaged with the share of the answer's claims
+that the per-sentence grounding check (services/grounding.py, axiom A2) finds supported, when the
+answer states anything. One spec defect is fixed here: coverage ignores [SourceId: ...] markers, and the
 pipeline passes the chunk texts (coverage_context) rather than the prompt's header lines, because
 otherwise every citation adds its own id's hex pieces and "sourceid" as matching terms.
 
@@ -60,13 +62,17 @@ def calculate_confidence(
     answer: str,
     context: str,
     llm_score: int,
+    supported_share: float | None = None,
 ) -> ConfidenceScore:
-    """Combine retrieval, coverage and LLM signals; zero confidence if nothing was retrieved."""
+    """Combine retrieval, coverage and LLM signals; zero confidence if nothing was retrieved.
+    `supported_share`: the grounding check's share of supported claims (None: not checked, or no claim)."""
     if not retrieval_results:
         return ConfidenceScore(overall=0, retrieval_score=0.0, coverage_score=0.0, llm_score=0)
 
     retrieval_score = sum(r.score for r in retrieval_results) / len(retrieval_results)
     coverage_score = calculate_coverage(answer, context)
+    if supported_share is not None:
+        coverage_score = (coverage_score + supported_share) / 2
     llm_normalized = llm_score / 100
     overall = int((retrieval_score * 30) + (coverage_score * 40) + (llm_normalized * 30))
     return ConfidenceScore(

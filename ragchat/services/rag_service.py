@@ -28,6 +28,7 @@ from .errors import (
     ModelUnavailableError,
     RAGServiceError,
 )
+from .grounding import check_answer
 from .llm import allowlisted_model
 from .logs import request_id_var
 from .prompts import (
@@ -314,10 +315,14 @@ class RAGService:
         # 6. Citations (deterministic) and grounded
         yield StageEvent("rating")
         citations = extract_citations(answer, chunks)
+        # 6b. Grounding per sentence (A2): each sentence against what it cites and the rest.
+        grounding = check_answer(answer, chunks)
 
         # 7. Hybrid confidence
         llm_score = await self._rate(request.query, answer, chunks, model, timings)
-        confidence = calculate_confidence(chunks, answer, coverage_context(chunks), llm_score)
+        confidence = calculate_confidence(
+            chunks, answer, coverage_context(chunks), llm_score, supported_share=grounding.supported_share
+        )
 
         # 8. Action and route target
         action = determine_action(confidence.overall, self.confidence_threshold)
@@ -338,6 +343,7 @@ class RAGService:
             generation_time_ms=_elapsed_ms(start),
             grounded=len(citations) > 0,
             context=list(chunks),
+            grounding=grounding,
             **extra,
         )
         logger.info(
@@ -348,6 +354,7 @@ class RAGService:
                 "confidence": confidence.overall,
                 "citations": len(citations),
                 "grounded": response.grounded,
+                "supported_sentences": f"{grounding.supported}/{grounding.claims}",
                 "route_tag": route_to.tag if route_to else None,
                 "timings": timings,
                 "total_ms": response.generation_time_ms,

@@ -168,6 +168,8 @@ class RAGResponse:
     query_strategy: str = "first message (raw query)"
     retrieval_query: str = ""
     request_id: str | None = None
+    # Not in the spec: the per-sentence grounding check (A2), a GroundingReport (services/grounding.py).
+    grounding: Any = None
 
 
 # Stream events yielded by RAGService.stream(), in this order:

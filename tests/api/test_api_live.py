@@ -173,6 +173,12 @@ def test_chat_answers_with_citations_and_continues_a_session(server, document, f
         assert cited["document_id"] == document["id"] and "page" in cited and "section" in cited
         assert set(a["confidence"]) == {"overall", "retrieval", "coverage", "llm"} and a["confidence"]["overall"] > 0
         assert a["model"] == "llama3.2" and a["timings"]["total"] > 0
+        # Issue 16: the per-sentence grounding check (A2), with offsets into the answer.
+        grounding = a["grounding"]
+        assert grounding["claims"] == len([x for x in grounding["sentences"] if x["status"] != "none"]) >= 1
+        excerpt = grounding["sentences"][-1]
+        assert excerpt["status"] == "supported" and excerpt["cited"] == a["citations"]
+        assert a["answer"][excerpt["start"] : excerpt["end"]].endswith(f"[SourceId: {a['citations'][0]}].")
         follow = mike.post("/chat", json={"question": "And when does it expire?", "session_id": a["session_id"]})
         assert follow.status_code == 200 and follow.json()["session_id"] == a["session_id"]
         sessions = mike.get("/sessions").json()
@@ -180,6 +186,7 @@ def test_chat_answers_with_citations_and_continues_a_session(server, document, f
         history = mike.get(f"/sessions/{a['session_id']}").json()
         assert [m["role"] for m in history["messages"]] == ["user", "assistant", "user", "assistant"]
         assert history["messages"][1]["citations"] == a["citations"]
+        assert history["messages"][1]["grounding"] == grounding
         assert history["messages"][3]["content"] == follow.json()["answer"]
         # The session's transcript is the one the web chat shows: the same stored messages.
         with client(server, "mike_read") as read_only:
@@ -293,7 +300,7 @@ def test_the_readme_curl_examples_work(server, document, fake_ollama, tmp_path):
     assert {"/api/v1/search", "/api/v1/chat", "/api/v1/documents", "/api/v1/sessions", "/api/v1/health"} <= paths
     # Something for the owner to answer: Mike's question, routed to Olga (the owner of Alpha).
     fake_ollama.reply_citing(1, words=6, prefix="Perhaps.")
-    fake_ollama.rating(10)
+    fake_ollama.rating(0)
     with client(server, "mike") as mike:
         asked = mike.post("/chat", json={"question": QUESTION}).json()
     assert asked["action"] == "routed", asked

@@ -501,3 +501,32 @@ async def test_a_button_pressed_while_an_answer_runs_gets_a_please_wait_that_goe
     assert "data-transient" in frame and "data-outcome" not in frame
     await tab.until_final()
     await tab.close()
+
+
+async def test_unsupported_sentence_is_stored_and_marked(chat_session, corpus, fake_ollama):
+    """Issue 16 (A2): the grounding check is stored with the answer; the sentence no passage supports
+    is marked on the page with its explanation, the supported one is not."""
+    fake_ollama.reply(
+        f"Every employee receives 25 vacation days per year [SourceId: {VACATION_DOC}:0]. "
+        f"Vacation days can also be exchanged for a company car [SourceId: {VACATION_DOC}:0]."
+    )
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    final = await ask_and_finish(tab, VACATION_Q)
+    _, answer = await messages_of(chat_session)
+    statuses = [s["status"] for s in answer.grounding["sentences"]]
+    assert statuses == ["supported", "unsupported"]
+    assert answer.grounding["supported_share"] == 0.5
+    marked = re.findall(r'<span class="claim-unsupported">([^<]*)', final)
+    assert marked == ["Vacation days can also be exchanged for a company car"]  # then its citation marker
+    assert final.count('class="claim-flag"') == 1
+    assert "No passage among this answer" in final
+    await tab.close()
+    # The page shows it again after a reload.
+    from django.test import Client
+    from django.urls import reverse
+
+    client = Client()
+    await sync_to_async(client.force_login)(chat_session.owner)
+    page = await sync_to_async(client.get)(reverse("chat:session", args=[chat_session.pk]))
+    assert '<span class="claim-unsupported">Vacation days can also be exchanged' in page.content.decode()

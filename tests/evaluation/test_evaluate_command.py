@@ -47,6 +47,9 @@ def test_every_mode_reports_every_metric(report):
         assert 0.0 <= mode["recall@1"] <= mode["recall@5"] <= 1.0
     assert len(full["per_question"]["hybrid"]) == 40
     assert "R@5" in text and "leakage" in text
+    # Issue 16: the grounding check's figures on its labelled set, next to the retrieval ones.
+    assert summary["grounding"]["sentences"] >= 150 and summary["grounding"]["precision"] >= 0.95
+    assert "grounding check (labelled set" in text
 
 
 def test_no_leakage_as_asker_probe_user_or_other_tenant(report):
