@@ -1,11 +1,20 @@
+import csv
+import io
+
 from django import forms
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Count
+from django.http import HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.urls import path, reverse
 
 from access.admin import TenantScopedAdmin
 from documents import services
-from documents.models import Document, Tag
+from documents.models import Document, GlossaryTerm, Tag
 from documents.tasks import ingestion_enqueue
+from ragchat.services.glossary import parse_aliases
 
 
 class TagAdminForm(forms.ModelForm):
@@ -142,3 +151,161 @@ class DocumentAdmin(TenantScopedAdmin):
     def delete_queryset(self, request, queryset):
         for document in queryset:
             services.document_delete(document=document)
+
+
+# ------------------------------------------------------------------------------------- glossary
+
+GLOSSARY_CSV_COLUMNS = ("tag", "term", "aliases", "note")
+GLOSSARY_CSV_MAX_BYTES = 2 * 1024 * 1024
+GLOSSARY_REPORT_LINES = 50  # skipped lines named one by one; the rest are counted
+
+
+class GlossaryImportForm(forms.Form):
+    file = forms.FileField(
+        label="CSV file",
+        help_text="Columns tag, term, aliases (and optionally note), with a header row. The tag is its slug "
+        '(or its name); aliases are separated by ";". Existing terms of the tag are updated.',
+    )
+
+    def clean_file(self):
+        upload = self.cleaned_data["file"]
+        if upload.size > GLOSSARY_CSV_MAX_BYTES:
+            raise forms.ValidationError(f"The file is larger than {GLOSSARY_CSV_MAX_BYTES // (1024 * 1024)} MB.")
+        try:
+            text = upload.read().decode("utf-8-sig")
+        except UnicodeDecodeError as e:
+            raise forms.ValidationError("The file is not UTF-8 text.") from e
+        try:
+            header = next(csv.reader(io.StringIO(text)), [])
+        except csv.Error as e:
+            raise forms.ValidationError(f"The file is not CSV: {e}") from e
+        columns = {c.strip().lower() for c in header}
+        if not {"tag", "term"} <= columns:
+            raise forms.ValidationError("The first row must name the columns: tag, term, aliases (note optional).")
+        return text
+
+
+def glossary_import(*, tenant_id: str, text: str) -> dict:
+    """Create or update the tenant's glossary terms from CSV text (header: tag, term, aliases[, note]).
+    Rows naming an unknown tag or no term are skipped and reported by line number. Importing the
+    same file twice changes nothing the second time."""
+    tags = list(Tag.objects.filter(tenant_id=tenant_id))
+    by_slug = {t.slug.lower(): t for t in tags}
+    by_name = {t.name.strip().lower(): t for t in tags}
+    created = updated = unchanged = 0
+    skipped: list[str] = []
+    reader = csv.DictReader(io.StringIO(text))
+    reader.fieldnames = [(c or "").strip().lower() for c in reader.fieldnames or []]
+    with transaction.atomic():
+        try:
+            for row in reader:
+                line = reader.line_num
+                if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
+                    continue  # a blank line
+                tag_key = (row.get("tag") or "").strip().lower()
+                term = " ".join((row.get("term") or "").split())
+                tag = by_slug.get(tag_key) or by_name.get(tag_key)
+                if tag is None:
+                    skipped.append(f"line {line}: unknown tag {tag_key!r}" if tag_key else f"line {line}: no tag")
+                    continue
+                if not term:
+                    skipped.append(f"line {line}: no term")
+                    continue
+                if len(term) > GlossaryTerm._meta.get_field("term").max_length:
+                    skipped.append(f"line {line}: the term is too long")
+                    continue
+                aliases = "\n".join(parse_aliases(row.get("aliases") or ""))
+                note = row.get("note")
+                existing = GlossaryTerm.objects.filter(tag=tag, term__iexact=term).first()
+                if existing is None:
+                    GlossaryTerm.objects.create(tag=tag, term=term, aliases=aliases, note=(note or "").strip())
+                    created += 1
+                    continue
+                changes = {"term": term, "aliases": aliases}
+                if note is not None:  # a file without the note column keeps the notes
+                    changes["note"] = note.strip()
+                if all(getattr(existing, k) == v for k, v in changes.items()):
+                    unchanged += 1
+                    continue
+                for k, v in changes.items():
+                    setattr(existing, k, v)
+                existing.save()
+                updated += 1
+        except csv.Error as e:
+            skipped.append(f"line {reader.line_num}: not CSV ({e}); the rest of the file was not read")
+    return {"created": created, "updated": updated, "unchanged": unchanged, "skipped": skipped}
+
+
+def glossary_csv(terms) -> str:
+    """The terms as CSV in the import's format (tag slug, term, aliases separated by "; ", note)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(GLOSSARY_CSV_COLUMNS)
+    for term in sorted(terms, key=lambda t: (t.tag.slug, t.term.lower(), t.pk)):
+        writer.writerow([term.tag.slug, term.term, "; ".join(term.alias_list), term.note])
+    return out.getvalue()
+
+
+@admin.register(GlossaryTerm)
+class GlossaryTermAdmin(TenantScopedAdmin):
+    list_display = ("term", "tag", "alias_summary", "updated_at")
+    list_filter = (("tag", admin.RelatedOnlyFieldListFilter),)
+    search_fields = ("term", "aliases", "note", "tag__name", "tag__slug")
+    autocomplete_fields = ("tag",)
+    ordering = ("tag__name", "term", "pk")
+    fields = ("tag", "term", "aliases", "note", "tenant_id", "created_at", "updated_at")
+    readonly_fields = ("created_at", "updated_at")
+    actions = ["export_csv"]
+    change_list_template = "admin/documents/glossaryterm/change_list.html"
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("tag")
+
+    @admin.display(description="Aliases")
+    def alias_summary(self, term):
+        return "; ".join(term.alias_list)
+
+    def get_urls(self):
+        return [
+            path(
+                "import/",
+                self.admin_site.admin_view(self.import_csv_view),
+                name="documents_glossaryterm_import",
+            ),
+            *super().get_urls(),
+        ]
+
+    def import_csv_view(self, request):
+        if not (self.has_add_permission(request) and self.has_change_permission(request)):
+            raise PermissionDenied
+        form = GlossaryImportForm(request.POST or None, request.FILES or None)
+        if request.method == "POST" and form.is_valid():
+            result = glossary_import(tenant_id=request.user.tenant_id, text=form.cleaned_data["file"])
+            skipped = result["skipped"]
+            self.message_user(
+                request,
+                f"Glossary imported: {result['created']} created, {result['updated']} updated, "
+                f"{result['unchanged']} unchanged, {len(skipped)} skipped.",
+                messages.WARNING if skipped else messages.SUCCESS,
+            )
+            for reason in skipped[:GLOSSARY_REPORT_LINES]:
+                self.message_user(request, f"Skipped {reason}.", messages.WARNING)
+            if len(skipped) > GLOSSARY_REPORT_LINES:
+                self.message_user(
+                    request, f"… and {len(skipped) - GLOSSARY_REPORT_LINES} more skipped lines.", messages.WARNING
+                )
+            return HttpResponseRedirect(reverse("admin:documents_glossaryterm_changelist"))
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.opts,
+            "title": "Import glossary terms",
+            "form": form,
+            "columns": ", ".join(GLOSSARY_CSV_COLUMNS),
+        }
+        return TemplateResponse(request, "admin/documents/glossaryterm/import.html", context)
+
+    @admin.action(description="Export selected terms as CSV")
+    def export_csv(self, request, queryset):
+        response = HttpResponse(glossary_csv(queryset.select_related("tag")), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = 'attachment; filename="glossary.csv"'
+        return response

@@ -12,7 +12,9 @@ from pathlib import PurePosixPath
 
 from django.conf import settings
 from django.db import models
+from django.db.models.functions import Lower
 
+from ragchat.services.glossary import GlossaryEntry, parse_aliases
 from ragchat.services.vector_store import PUBLIC_TAG
 
 # The tag every signed-in user of a tenant holds: the core's access rule defines it.
@@ -45,6 +47,46 @@ class Tag(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class GlossaryTerm(models.Model):
+    """A term of a tag's glossary and its aliases (other names, spellings, acronyms): a question that
+    names one of them is also searched with the others (ragchat.services.glossary)."""
+
+    tenant_id = models.CharField(max_length=64, default="default", db_index=True)
+    tag = models.ForeignKey(Tag, on_delete=models.CASCADE, related_name="glossary_terms")
+    term = models.CharField(max_length=200)
+    aliases = models.TextField(blank=True, help_text='Other names for the term: one per line, or separated by ";".')
+    note = models.TextField(blank=True, help_text="For the admins: what the term means, where it comes from.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["term", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                Lower("term"),
+                "tag",
+                name="glossaryterm_unique_term_per_tag",
+                violation_error_message="This tag already has this term (in any case).",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.term
+
+    def save(self, *args, **kwargs):
+        # A term belongs to its tag's tenant, whoever saves it.
+        if self.tag_id is not None:
+            self.tenant_id = self.tag.tenant_id
+        super().save(*args, **kwargs)
+
+    @property
+    def alias_list(self) -> tuple[str, ...]:
+        return parse_aliases(self.aliases)
+
+    def entry(self) -> GlossaryEntry:
+        return GlossaryEntry(term=self.term.strip(), aliases=self.alias_list, tag=self.tag.slug)
 
 
 def document_upload_to(document: "Document", filename: str) -> str:

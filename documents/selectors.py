@@ -13,7 +13,8 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from access import policy
-from documents.models import Document, Tag
+from documents.models import Document, GlossaryTerm, Tag
+from ragchat.services.glossary import GlossaryEntry
 from ragchat.services.types import TagOwner
 
 
@@ -74,6 +75,17 @@ def tag_facets(*, user, documents: QuerySet[Document]) -> list[dict]:
         {"slug": tag.slug, "name": tag.name, "count": counts.get(tag.slug, 0)}
         for tag in policy.readable_tags(user=user).order_by("name")
     ]
+
+
+def glossary_entries_for(*, user) -> list[GlossaryEntry]:
+    """The glossary terms of the tags the user may read (none for a user who may read none), in a
+    fixed order: what ragchat.services.glossary.expand_query is given for this user's questions."""
+    terms = (
+        GlossaryTerm.objects.filter(tag__in=policy.readable_tags(user=user).values("pk"))
+        .select_related("tag")
+        .order_by("tag__slug", "term", "pk")
+    )
+    return [term.entry() for term in terms]
 
 
 def tag_owner(*, tag: Tag | None) -> TagOwner | None:

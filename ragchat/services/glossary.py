@@ -1,0 +1,129 @@
+"""Glossary and acronym expansion of a search query (rag-standard-v1 vocab/query_expand; axiom A1:
+the same corpus and configuration give the same top results, so the expansion is deterministic).
+
+A glossary entry is a term with its aliases under a tag ("PTO": "paid time off", "vacation"). When
+the query names an entry by any of its forms, the forms it does not already contain are appended
+once, in parentheses, so that the embedding and the keyword search also meet documents that use
+another name for the same thing:
+
+    "How much PTO do I get?" -> "How much PTO do I get? (paid time off; vacation)"
+
+Matching, per form (the term or an alias):
+- whole words or whole phrases, case-insensitive: "art" does not match "start" or "artist";
+  a phrase's words may be separated by any white space or a hyphen ("paid-time-off");
+- a plural or possessive ending ("s", "'s") is allowed after the form: "VPNs", "PTO's";
+- one exception to case-insensitivity: an acronym of two letters (written in capitals in the
+  glossary: "IT", "HR", "US") matches only when the query writes it in capitals, since in
+  lowercase it is usually an ordinary word ("it", "us", "or").
+
+Order and bounds: the matched entries are sorted (term, tag, aliases), whatever order they come in;
+each contributes its term, then its aliases in the order the glossary lists them; a form already in
+the query, or already added, is skipped; at most MAX_ADDED_WORDS words are added (a form that would
+exceed the budget is skipped).
+
+References: docs/specs/rag-standard-v1.md (vocab.py, query_expand.py, A1).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+MAX_ADDED_WORDS = 12  # words an expansion may add to a query, all entries together
+MAX_FORM_CHARS = 200  # a longer term or alias is ignored (it is not a name)
+
+_ALIAS_SPLIT_RE = re.compile(r"[;\n\r]+")
+_SPACE_RE = re.compile(r"\s+")
+_SEPARATOR = r"[\s\-]+"
+_ENDING = r"(?:['’]s|s)?"
+
+
+@dataclass(frozen=True)
+class GlossaryEntry:
+    """A term, its aliases (other names, spellings, acronyms) and the slug of the tag it belongs to."""
+
+    term: str
+    aliases: tuple[str, ...] = ()
+    tag: str = ""
+
+    def forms(self) -> tuple[str, ...]:
+        """The term, then the aliases, cleaned (white space collapsed), empty and repeated ones out."""
+        return _unique(_clean(f) for f in (self.term, *self.aliases))
+
+
+def _clean(form: str) -> str:
+    return _SPACE_RE.sub(" ", form or "").strip()
+
+
+def _unique(forms: Iterable[str]) -> tuple[str, ...]:
+    seen: set[str] = set()
+    out: list[str] = []
+    for form in forms:
+        key = form.casefold()
+        if form and len(form) <= MAX_FORM_CHARS and key not in seen:
+            seen.add(key)
+            out.append(form)
+    return tuple(out)
+
+
+def parse_aliases(text: str) -> tuple[str, ...]:
+    """Aliases as an admin writes them: one per line or separated by ";" (cleaned, first of each kept)."""
+    return _unique(_clean(part) for part in _ALIAS_SPLIT_RE.split(text or ""))
+
+
+def _is_short_acronym(form: str) -> bool:
+    return len(form) == 2 and form.isalpha() and form.isupper()
+
+
+@lru_cache(maxsize=4096)
+def _pattern(form: str) -> re.Pattern[str]:
+    words = [re.escape(w) for w in re.split(_SEPARATOR, form) if w]
+    body = _SEPARATOR.join(words)
+    flags = 0 if _is_short_acronym(form) else re.IGNORECASE
+    return re.compile(rf"(?<!\w){body}{_ENDING}(?!\w)", flags)
+
+
+def mentions(query: str, form: str) -> bool:
+    """Whether the query names `form` (a term or an alias) by the matching rules above."""
+    form = _clean(form)
+    return bool(form) and _pattern(form).search(query or "") is not None
+
+
+def _sort_key(entry: GlossaryEntry) -> tuple:
+    forms = entry.forms()
+    return (
+        tuple(f.casefold() for f in forms),
+        forms,
+        entry.tag,
+    )
+
+
+def expand_query(query: str, entries: Sequence[GlossaryEntry]) -> tuple[str, list[str]]:
+    """The query to embed and search (the query, plus the missing forms of every entry it names)
+    and the sorted list of the matched entries' terms (each once, whatever its case). Without a
+    match, or with nothing missing, the query is returned as is."""
+    if not query or not query.strip():
+        return query, []
+    matched = [
+        e for e in sorted(entries, key=_sort_key) if _clean(e.term) and any(mentions(query, f) for f in e.forms())
+    ]
+    if not matched:
+        return query, []
+    terms: list[str] = []
+    for term in sorted({e.forms()[0] for e in matched}, key=lambda t: (t.casefold(), t)):
+        if not terms or terms[-1].casefold() != term.casefold():
+            terms.append(term)  # one spelling per term ("PTO" under two tags counts once)
+    added: list[str] = []
+    budget = MAX_ADDED_WORDS
+    for entry in matched:
+        for form in entry.forms():
+            words = len(form.split())
+            if words > budget or mentions(query, form) or any(a.casefold() == form.casefold() for a in added):
+                continue
+            added.append(form)
+            budget -= words
+    if not added:
+        return query, terms
+    return f"{query.rstrip()} ({'; '.join(added)})", terms
