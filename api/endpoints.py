@@ -46,6 +46,7 @@ from ragchat import runtime
 from ragchat.health import health_report, spec_fields
 from ragchat.services import errors as rag_errors
 from ragchat.services.config import MODEL_LIMITS
+from ragchat.services.glossary import expand_query
 from ragchat.services.llm import canonical_model_name
 from routing import selectors as routing_selectors
 from routing import services as routing_services
@@ -318,11 +319,13 @@ async def search(
         raise ApiError(422, "query_too_short" if "short" in problem else "query_too_long", problem)
     scope = await sync_to_async(_search_scope)(request, tags)
     results = []
+    glossary = await sync_to_async(doc_selectors.glossary_entries_for)(user=request.user)
+    expanded, glossary_terms = expand_query(q, glossary)
     if scope:
         try:
             await runtime.ready_vector_service()
             results = await runtime.rag_service().get_quality_context(
-                q, user_tags=scope, tenant_id=request.user.tenant_id, max_chunks=k
+                expanded, user_tags=scope, tenant_id=request.user.tenant_id, max_chunks=k
             )
         except Exception as e:  # the embedder's or the store's failure, as the chat reports it
             logger.warning("API search failed: %s", e, extra={"event": "api_search_failed"})
@@ -349,7 +352,7 @@ async def search(
                 "tags": sorted(t for t in r.tags if t in held),
             }
         )
-    return {"query": q, "k": k, "results": hits, "request_id": request.request_id}
+    return {"query": q, "k": k, "results": hits, "glossary_terms": glossary_terms, "request_id": request.request_id}
 
 
 # ----------------------------------------------------------------------------------- chat

@@ -32,6 +32,9 @@ class SearchOut(Schema):
     query: str
     k: int
     results: list[SearchHit]
+    glossary_terms: list[str] = Field(
+        [], description="Glossary terms the query named: it was also searched by their other names"
+    )
     request_id: str
 
 

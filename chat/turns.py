@@ -330,9 +330,11 @@ async def _run(turn: Turn, *, user, user_message: Message) -> None:
 
 async def _answer(turn: Turn, *, user, user_message: Message) -> None:
     from access.policy import readable_tag_slugs
+    from documents.selectors import glossary_entries_for
 
     rag = runtime.rag_service()
     tags = await database_sync_to_async(readable_tag_slugs)(user=user)
+    glossary = await database_sync_to_async(glossary_entries_for)(user=user)
     history = await database_sync_to_async(selectors.session_history)(session_id=turn.session_id, before=user_message)
     retrieval_query, strategy = build_retrieval_query(query=turn.question, history=history)
     request = RAGRequest(
@@ -344,6 +346,7 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         query_strategy=strategy,
         request_id=turn.request_id or uuid.uuid4().hex,
         model=turn.model,
+        glossary=tuple(glossary),
     )
     streamer = _Streamer(turn)
     final: RAGResponse | None = None

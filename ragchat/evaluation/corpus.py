@@ -951,6 +951,19 @@ QUESTIONS: list[GoldQuestion] = [
         history=["What is the service desk response time for a P1 ticket?", "And for P2?"],
         standalone="When are department budgets due?",
     ),
+    # glossary: the company's own names for things, which the documents do not use (GLOSSARY)
+    _q("How many PTO days do full-time staff get?", HB, "28 days", kind="glossary"),
+    _q("How many days a week can I WFH?", RW, "three days per week", kind="glossary"),
+    _q("Do I need 2FA to sign in to the VPN?", VPN, "multi-factor authentication", kind="glossary"),
+    _q("How often is my notebook swapped for a new one?", LAP, "every four years", kind="glossary"),
+    _q("When is the helpdesk staffed?", SD, "07:00 to 19:00", kind="glossary"),
+    _q("By when do I have to hand in my T&E?", TE, "within 30 days", kind="glossary"),
+    _q("From what amount do I need a PO?", PROC, "5,000 EUR", kind="glossary"),
+    _q("When does our FY start?", BUD, "1 February", kind="glossary"),
+    _q("Is there a whistleblower hotline?", WB, "SpeakUp line", kind="glossary"),
+    _q("What click rate do we aim for in phishing tests?", PH, "below 3 percent", kind="glossary"),
+    _q("Can I copy files to a thumb drive?", AUP, "USB mass storage", kind="glossary"),
+    _q("How many weeks of maternity leave are paid?", PL, "20 weeks", kind="glossary"),
     # askers holding one tag only
     _q("How long are CVs of rejected applicants kept?", DP, "after six months", tags=["legal"]),
     _q("Which account is locked after failed attempts and for how long?", PW, "locked for 15 minutes", tags=["it"]),
@@ -1028,6 +1041,24 @@ def render(document: EvalDocument) -> bytes:
 
 
 QUESTIONS_FILE = "questions.jsonl"
+GLOSSARY_FILE = "glossary.csv"
+
+# The company's glossary (tag, term, aliases): names people use that the documents do not. Written
+# next to the documents as the admin's CSV; `evaluate` expands queries with it as the chat does.
+GLOSSARY: list[tuple[str, str, str]] = [
+    ("hr", "PTO", "paid annual leave; annual leave; holiday"),
+    ("hr", "WFH", "work remotely; remote work; home office"),
+    ("hr", "maternity leave", "parental leave; birth parent"),
+    ("it", "2FA", "multi-factor authentication; MFA"),
+    ("it", "notebook", "laptop; company laptops"),
+    ("it", "helpdesk", "service desk; Helix Desk"),
+    ("finance", "T&E", "travel expense; expense claims"),
+    ("finance", "PO", "purchase order"),
+    ("finance", "FY", "fiscal year"),
+    ("legal", "whistleblower hotline", "SpeakUp line; report wrongdoing"),
+    ("security", "phishing test", "simulated phishing emails; phishing simulations"),
+    ("security", "thumb drive", "USB mass storage; USB stick"),
+]
 
 
 def write_corpus(folder: str | Path) -> tuple[Path, Path]:
@@ -1037,6 +1068,11 @@ def write_corpus(folder: str | Path) -> tuple[Path, Path]:
         target = root / document.path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(render(document))
+    glossary = root / GLOSSARY_FILE
+    glossary.write_text(
+        "tag,term,aliases\n" + "".join(f'{tag},"{term}","{aliases}"\n' for tag, term, aliases in GLOSSARY),
+        encoding="utf-8",
+    )
     questions = root / QUESTIONS_FILE
     with questions.open("w", encoding="utf-8") as out:
         for question in QUESTIONS:

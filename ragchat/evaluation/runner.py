@@ -35,6 +35,7 @@ from typing import Any
 from ragchat.evaluation import metrics
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import build_embedder
+from ragchat.services.glossary import GlossaryEntry, entries_from_csv, expand_query
 from ragchat.services.ingestion import STAGES, ingest_document
 from ragchat.services.retrieval import build_retrieval_query, get_quality_context
 from ragchat.services.types import ChatMessage, SearchResult
@@ -65,6 +66,7 @@ class CorpusIndex:
     documents: dict[str, str]  # path -> document_id
     tags: dict[str, str]  # path -> tag
     chunks: int
+    glossary: list[GlossaryEntry] = field(default_factory=list)  # <folder>/glossary.csv, if any
     failed: dict[str, str] = field(default_factory=dict)  # path -> reason
     seconds: float = 0.0
     stage_seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(STAGES, 0.0))
@@ -188,6 +190,21 @@ def retrieval_query_and_strategy(question: Question) -> tuple[str, str]:
     return build_retrieval_query(query=question.question, history=history)
 
 
+GLOSSARY_FILE = "glossary.csv"
+
+
+def load_glossary(folder: str | Path) -> list[GlossaryEntry]:
+    """The folder's glossary.csv (the admin's CSV format), or none."""
+    path = Path(folder) / GLOSSARY_FILE
+    return entries_from_csv(path.read_text(encoding="utf-8")) if path.exists() else []
+
+
+def glossary_for(entries: Sequence[GlossaryEntry], tags: Sequence[str]) -> tuple[GlossaryEntry, ...]:
+    """The entries of the tags the asker holds (and public ones), as the chat gives them."""
+    allowed = {*tags, PUBLIC_TAG}
+    return tuple(e for e in entries if e.tag in allowed)
+
+
 def leaked(results: Sequence[SearchResult], user_tags: Sequence[str]) -> int:
     """Chunks a user holding `user_tags` must not see: another tenant, or no tag in common."""
     allowed = {*user_tags, PUBLIC_TAG}
@@ -211,7 +228,8 @@ async def _score_question(
     settings: RAGSettings,
 ) -> dict[str, Any]:
     asker_tags = list(question.tags) if question.tags is not None else index.all_tags
-    query, strategy = retrieval_query_and_strategy(question)
+    unexpanded, strategy = retrieval_query_and_strategy(question)
+    query, glossary_terms = expand_query(unexpanded, glossary_for(index.glossary, asker_tags))
     timings: dict[str, float] = {}
     results = await service.search(
         query, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH, mode=mode, timings=timings
@@ -235,6 +253,17 @@ async def _score_question(
         support5 = any(path_of.get(r.document_id) in relevant for r in results[:5])
         support_context = any(path_of.get(c.document_id) in relevant for c in context)
     conversation: dict[str, Any] = {}
+    if glossary_terms:
+        # The same search without the glossary: what the expansion changed.
+        alt = await service.search(unexpanded, user_tags=asker_tags, tenant_id=TENANT, limit=RANK_DEPTH, mode=mode)
+        alt_ranked = metrics.ranked_documents(path_of.get(r.document_id, "?") for r in alt)
+        conversation["recall@5_no_glossary"] = metrics.recall_at(alt_ranked, relevant, 5)
+        conversation["mrr_no_glossary"] = metrics.reciprocal_rank(alt_ranked, relevant)
+        conversation["support@5_no_glossary"] = (
+            metrics.has_support([r.chunk_text for r in alt[:5]], question.support_phrases)
+            if question.support_phrases
+            else any(path_of.get(r.document_id) in relevant for r in alt[:5])
+        )
     if question.history:
         # The same question searched as asked alone, and as a person would rewrite it to stand alone.
         for label, text in (("raw", question.question), ("standalone", question.standalone)):
@@ -258,6 +287,7 @@ async def _score_question(
         "kind": question.kind,
         "retrieval_query": query,
         "strategy": strategy,
+        "glossary_terms": glossary_terms,
         "history": list(question.history),
         **conversation,
         "relevant": sorted(relevant),
@@ -292,7 +322,24 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     kinds = sorted({r["kind"] for r in rows})
     out["recall@5_by_kind"] = {k: metrics.mean([r["recall@5"] for r in rows if r["kind"] == k]) for k in kinds}
     out["conversation"] = conversation_summary(rows)
+    out["glossary"] = glossary_summary(rows)
     return out
+
+
+def glossary_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Questions whose search the glossary expanded: recall@5, MRR and support@5 with and without it."""
+    expanded = [r for r in rows if r.get("glossary_terms")]
+    if not expanded:
+        return {"questions_expanded": 0}
+    return {
+        "questions_expanded": len(expanded),
+        "recall@5": metrics.mean([r["recall@5"] for r in expanded]),
+        "recall@5_without": metrics.mean([r["recall@5_no_glossary"] for r in expanded]),
+        "mrr": metrics.mean([r["mrr"] for r in expanded]),
+        "mrr_without": metrics.mean([r["mrr_no_glossary"] for r in expanded]),
+        "support@5": metrics.mean([1.0 if r["support@5"] else 0.0 for r in expanded]),
+        "support@5_without": metrics.mean([1.0 if r["support@5_no_glossary"] else 0.0 for r in expanded]),
+    }
 
 
 def conversation_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -370,7 +417,13 @@ async def citation_validity(
         asker_tags = list(question.tags) if question.tags is not None else index.all_tags
         history = [ChatMessage(role="user", content=h) for h in question.history]
         response = await rag.generate(
-            RAGRequest(query=question.question, user_tags=asker_tags, tenant_id=TENANT, chat_history=history)
+            RAGRequest(
+                query=question.question,
+                user_tags=asker_tags,
+                tenant_id=TENANT,
+                chat_history=history,
+                glossary=glossary_for(index.glossary, asker_tags),
+            )
         )
         answers += 1
         retrieved = {c.source_id for c in response.context}
@@ -428,6 +481,7 @@ async def run_evaluation(
         await service.initialize()
         say(f"ingesting {folder} into scratch collection {settings.qdrant_collection} ({embedder} embedder)")
         index = await ingest_folder(service, folder=folder, settings=settings)
+        index.glossary = load_glossary(folder)
         say(f"ingested {len(index.documents)} documents, {index.chunks} chunks in {index.seconds:.1f} s")
         missing = sorted({p for q in questions for p in q.relevant_documents} - set(index.documents))
         report: dict[str, Any] = {
@@ -526,6 +580,14 @@ def format_table(report: dict[str, Any]) -> str:
                 f"standalone {c.get('recall@5_standalone', 0):.2f}; support@5 strategy "
                 f"{c.get('support@5_strategy', 0):.2f}, raw {c.get('support@5_raw', 0):.2f}, standalone "
                 f"{c.get('support@5_standalone', 0):.2f}; treated as follow-up {c['as_follow_up']:.0%}"
+            )
+    for mode, summary in report["modes"].items():
+        g = summary.get("glossary") or {}
+        if g.get("questions_expanded"):
+            lines.append(
+                f"{mode} glossary ({g['questions_expanded']} questions expanded): R@5 {g['recall@5']:.2f} "
+                f"(without {g['recall@5_without']:.2f}), MRR {g['mrr']:.2f} (without {g['mrr_without']:.2f}), "
+                f"support@5 {g['support@5']:.2f} (without {g['support@5_without']:.2f})"
             )
     grounding = report.get("grounding")
     if grounding:

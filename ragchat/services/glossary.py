@@ -127,3 +127,24 @@ def expand_query(query: str, entries: Sequence[GlossaryEntry]) -> tuple[str, lis
     if not added:
         return query, terms
     return f"{query.rstrip()} ({'; '.join(added)})", terms
+
+
+def entries_from_csv(text: str) -> list[GlossaryEntry]:
+    """Entries from the CSV the admin imports and exports (header tag, term, aliases[, note]; aliases
+    separated by ";"), for a glossary kept next to a folder of documents (`manage.py evaluate`).
+    Rows without a term are skipped; the tag column holds the tag's slug."""
+    import csv
+    import io
+
+    reader = csv.DictReader(io.StringIO(text))
+    reader.fieldnames = [(c or "").strip().lower() for c in reader.fieldnames or []]
+    entries = []
+    for row in reader:
+        term = _clean(row.get("term") or "")
+        if term:
+            entries.append(
+                GlossaryEntry(
+                    term=term, aliases=parse_aliases(row.get("aliases") or ""), tag=_clean(row.get("tag") or "")
+                )
+            )
+    return entries

@@ -28,6 +28,7 @@ from .errors import (
     ModelUnavailableError,
     RAGServiceError,
 )
+from .glossary import expand_query
 from .grounding import check_answer
 from .llm import allowlisted_model
 from .logs import request_id_var
@@ -230,6 +231,9 @@ class RAGService:
             retrieval_query, strategy = request.retrieval_query, request.query_strategy
         else:
             retrieval_query, strategy = build_retrieval_query(query=request.query, history=history)
+        retrieval_query, glossary_terms = expand_query(retrieval_query, request.glossary)
+        if glossary_terms:
+            strategy = f"{strategy} + glossary"
         logger.info(
             "retrieving context",
             extra={"event": "rag_search", "query_strategy": strategy, "model": model, "tenant_id": request.tenant_id},
@@ -241,6 +245,7 @@ class RAGService:
             "query_strategy": strategy,
             "retrieval_query": retrieval_query,
             "request_id": request_id,
+            "glossary_terms": glossary_terms,
         }
         if not results:
             logger.info("no context: insufficient-context response", extra={"event": "rag_zero_context"})

@@ -46,6 +46,9 @@ class RAGRequest:
     retrieval_query: str | None = None
     query_strategy: str = "first message (raw query)"
     request_id: str | None = None
+    # The glossary of the asker's tags (GlossaryEntry, services/glossary.py): the search query is
+    # expanded with the other names of the terms it mentions.
+    glossary: tuple[Any, ...] = ()
 
 
 @dataclass
@@ -168,8 +171,10 @@ class RAGResponse:
     query_strategy: str = "first message (raw query)"
     retrieval_query: str = ""
     request_id: str | None = None
-    # Not in the spec: the per-sentence grounding check (A2), a GroundingReport (services/grounding.py).
+    # Not in the spec: the per-sentence grounding check (A2), a GroundingReport (services/grounding.py),
+    # and the glossary terms the search query was expanded with.
     grounding: Any = None
+    glossary_terms: list[str] = field(default_factory=list)
 
 
 # Stream events yielded by RAGService.stream(), in this order:

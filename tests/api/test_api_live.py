@@ -35,7 +35,9 @@ nina = mk("nina", password="pw-nina-12345", first_name="Nina")
 root = mk("root", password="pw-root-12345", is_superuser=True, is_staff=True)
 tom = mk("tom", password="pw-tom-12345", tenant_id="t2")
 tag_ensure_public(tenant_id="default")
-tag_create(tenant_id="default", name="Alpha", slug="alpha", owner=olga, members=[mike])
+alpha = tag_create(tenant_id="default", name="Alpha", slug="alpha", owner=olga, members=[mike])
+from documents.models import GlossaryTerm
+GlossaryTerm.objects.create(tag=alpha, term="PTO", aliases="vacation days; paid time off")
 tag_create(tenant_id="t2", name="Gamma", slug="gamma", owner=tom)
 ALL = ["read", "chat", "upload", "answer"]
 tokens = {
@@ -157,6 +159,19 @@ def test_search_returns_only_what_the_caller_may_read(server, document):
             forbidden = c.get(f"/documents/{document['id']}")
             assert error(absent, 404, "not_found")["message"] == error(forbidden, 404, "not_found")["message"]
             assert c.get("/documents").json()["count"] == 0
+
+
+def test_search_expands_glossary_terms_of_readable_tags_only(server, document):
+    """Issue 16: a query naming a glossary term is also searched by its other names, and the
+    results say which terms matched; a person who may not read the tag gets no expansion from it."""
+    with client(server, "mike") as mike:
+        found = mike.get("/search", params={"q": "How much PTO rolls over?"}).json()
+        assert found["glossary_terms"] == ["PTO"]
+        assert [h["document_id"] for h in found["results"]][:1] == [document["id"]]
+        plain = mike.get("/search", params={"q": "vacation carry-over days"}).json()
+        assert plain["glossary_terms"] == []  # "vacation days" is not a whole phrase of this query
+    with client(server, "nina") as nina:
+        assert nina.get("/search", params={"q": "How much PTO rolls over?"}).json()["glossary_terms"] == []
 
 
 def test_chat_answers_with_citations_and_continues_a_session(server, document, fake_ollama):

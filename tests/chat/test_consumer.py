@@ -530,3 +530,24 @@ async def test_unsupported_sentence_is_stored_and_marked(chat_session, corpus, f
     await sync_to_async(client.force_login)(chat_session.owner)
     page = await sync_to_async(client.get)(reverse("chat:session", args=[chat_session.pk]))
     assert '<span class="claim-unsupported">Vacation days can also be exchanged' in page.content.decode()
+
+
+async def test_glossary_of_a_readable_tag_expands_the_search(chat_session, corpus, fake_ollama, settings):
+    """Issue 16: a chat question naming a glossary term is searched by its other names too."""
+    from documents.models import GlossaryTerm
+
+    settings.RAG = replace(settings.RAG, rag_min_similarity_score=0.0)  # the hashing embedder's scale
+    runtime.reset()
+    from documents.services import tag_ensure_public
+
+    public = await sync_to_async(tag_ensure_public)(tenant_id=chat_session.owner.tenant_id)
+    await GlossaryTerm.objects.acreate(tag=public, term="PTO", aliases="vacation days; annual leave")
+    fake_ollama.reply_citing(1)
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await ask_and_finish(tab, "How much PTO do I get?")
+    _, answer = await messages_of(chat_session)
+    assert answer.retrieval_query == "How much PTO do I get? (vacation days; annual leave)"
+    assert answer.query_strategy == f"{STRATEGY_FIRST} + glossary"
+    assert answer.passages[0]["document_id"] == VACATION_DOC
+    await tab.close()

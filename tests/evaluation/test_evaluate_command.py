@@ -115,5 +115,36 @@ def test_conversation_figures_follow_ups_and_topic_switches(tmp_path):
     # A new topic is searched exactly as asked (its standalone form is the question itself).
     assert switch["recall@5_strategy"] == switch["recall@5_raw"] == switch["recall@5_standalone"]
     rows = [r for r in report["per_question"]["hybrid"] if r["kind"] == "topic-switch"]
-    assert all(r["retrieval_query"] == r["question"] for r in rows)
+    # Searched as asked (plus, where it names one, the glossary's other names for a term).
+    assert all(r["retrieval_query"].startswith(r["question"]) for r in rows)
+    assert all(r["strategy"].startswith("new topic") for r in rows)
     assert "topic-switch" in out.getvalue() and "treated as follow-up 0%" in out.getvalue()
+
+
+def test_glossary_questions_are_expanded_and_reported(tmp_path):
+    """Issue 16: the corpus ships its glossary (the admin's CSV); evaluate expands queries with it as
+    the chat does and reports the glossary questions with and without the expansion."""
+    from ragchat.evaluation.corpus import GLOSSARY, QUESTIONS, write_corpus
+
+    folder, _ = write_corpus(tmp_path / "corpus")
+    assert (folder / "glossary.csv").read_text().count("\n") == len(GLOSSARY) + 1
+    asked = [q for q in QUESTIONS if q.kind == "glossary"]
+    assert len(asked) >= 10
+    gold = tmp_path / "glossary.jsonl"
+    gold.write_text("\n".join(json.dumps(q.as_dict()) for q in asked))
+    out = StringIO()
+    call_command(
+        "evaluate",
+        *("--folder", str(folder), "--questions", str(gold), "--embedder", "hashing", "--mode", "bm25"),
+        *("--no-citations", "--json", str(tmp_path / "report.json")),
+        stdout=out,
+        stderr=StringIO(),
+    )
+    report = json.loads((tmp_path / "report.json").read_text())
+    glossary = report["modes"]["bm25"]["glossary"]
+    assert glossary["questions_expanded"] == len(asked)  # every one names a glossary term
+    # Keyword search cannot find a name the documents never use; the glossary gives it the other names.
+    assert glossary["recall@5"] > glossary["recall@5_without"]
+    assert glossary["support@5"] > glossary["support@5_without"]
+    rows = report["per_question"]["bm25"]
+    assert all(r["glossary_terms"] for r in rows) and "glossary (" in out.getvalue()
