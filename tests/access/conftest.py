@@ -62,6 +62,7 @@ class World:
     sessions: dict = field(default_factory=dict)
     messages: dict = field(default_factory=dict)
     questions: dict = field(default_factory=dict)
+    glossary: dict = field(default_factory=dict)
 
 
 def _source(doc: Document, marker: str, index: int = 0) -> dict:
@@ -100,6 +101,12 @@ def build_world(django_user_model) -> World:
     alpha.members.add(w.users["member_a"], w.users["asker"])
     beta.members.add(w.users["asker"])
     w.tags = {"public": public, "alpha": alpha, "beta": beta, "gamma": gamma}
+    from documents.models import GlossaryTerm
+
+    w.glossary = {
+        "alpha": GlossaryTerm.objects.create(tag=alpha, term="AWT", aliases=f"alpha word {MK_A}"),
+        "gamma": GlossaryTerm.objects.create(tag=gamma, term="GWT", aliases=f"gamma word {MK_T2}"),
+    }
 
     for key, marker, tag, uploader, tenant in (
         ("doc_a", MK_A, alpha, "owner_a", "default"),

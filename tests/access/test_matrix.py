@@ -433,6 +433,7 @@ def _admin_urls(w: World) -> list[tuple[str, str, bool]]:
         "documents_tag": list(w.tags.values()),
         "documents_document": list(w.docs.values()),
         "routing_routedquestion": list(w.questions.values()),
+        "documents_glossaryterm": list(w.glossary.values()),
     }
     urls = []
     for name, pattern in all_routes():
