@@ -18,6 +18,7 @@ from typing import Any
 
 import nh3
 from django.urls import NoReverseMatch, reverse
+from django.utils.safestring import SafeString
 from markdown_it import MarkdownIt
 
 from ragchat.partials import render_partial
@@ -250,11 +251,10 @@ def _mark_claims(text: str, spans: Sequence[tuple[int, int]]) -> str:
 
 def _claim_html(match: re.Match[str]) -> str:
     inner = match.group(1)
-    flag = render_partial("chat/_claim_flag.html", {"note": CLAIM_NOTE})
     balanced = all(len(re.findall(f"<{t}[ >]", inner)) == inner.count(f"</{t}>") for t in _INLINE_TAGS)
-    if _BLOCK_TAG_RE.search(inner) or not balanced:
-        return inner + flag
-    return f'<span class="claim-unsupported">{inner}</span>{flag}'
+    wrap = balanced and not _BLOCK_TAG_RE.search(inner)
+    # `inner` is the Markdown renderer's escaped HTML.
+    return render_partial("chat/_claim.html", {"inner": SafeString(inner), "wrap": wrap, "note": CLAIM_NOTE})
 
 
 def answer_markdown(text: str, *, known: Sequence[dict[str, Any]]) -> str:

@@ -121,8 +121,23 @@ class GroundingReport:
         }
 
 
+# A fenced code block (``` or ~~~, to its closing fence or the end) is code, not claims in prose.
+_FENCED_CODE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
+
+
 def split_sentences(text: str) -> list[tuple[int, int]]:
-    """(start, end) of each sentence of `text`, surrounding white space excluded."""
+    """(start, end) of each sentence of `text`, surrounding white space excluded; fenced code blocks
+    hold no sentences."""
+    spans: list[tuple[int, int]] = []
+    start = 0
+    for code in _FENCED_CODE_RE.finditer(text):
+        spans += [(start + a, start + b) for a, b in _prose_sentences(text[start : code.start()])]
+        start = code.end()
+    spans += [(start + a, start + b) for a, b in _prose_sentences(text[start:])]
+    return spans
+
+
+def _prose_sentences(text: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for match in _END_RE.finditer(text):

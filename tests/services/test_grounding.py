@@ -84,6 +84,14 @@ def test_sentences_split_where_a_reader_would():
     ]
 
 
+def test_code_blocks_hold_no_sentences():
+    # A fenced block is code to copy, not a claim: it is never flagged (or marked inside the block).
+    text = (
+        "Run this [SourceId: a]:\n\n```python\ndef days(year):\n    return 25\n```\n\nDone. Then:\n~~~\nx = 1. y = 2.\n"
+    )
+    assert [text[s:e] for s, e in split_sentences(text)] == ["Run this [SourceId: a]:", "Done.", "Then:"]
+
+
 def test_report_shares_and_confidence_coverage():
     answer = (
         f"Full-time employees get 28 days of paid leave [SourceId: {LEAVE.source_id}]. "
