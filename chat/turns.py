@@ -38,6 +38,7 @@ from ragchat import runtime
 from ragchat.partials import render_partial
 from ragchat.services.errors import (
     ContextError,
+    EmptyAnswerError,
     LLMConnectionError,
     LLMResponseError,
     LLMTimeoutError,
@@ -66,6 +67,7 @@ MSG_MODEL = "Requested model not available."
 MSG_SEARCH = "Document search is temporarily unavailable. Please try again."
 MSG_UNKNOWN = "Something went wrong while answering. Please try again."
 MSG_STOPPED = "You stopped this answer."
+MSG_EMPTY = "The model returned no answer this time. Please try again or choose another model."
 
 
 def error_sentence(error: BaseException) -> str:
@@ -73,6 +75,8 @@ def error_sentence(error: BaseException) -> str:
         return MSG_TIMEOUT
     if isinstance(error, (ModelUnavailableError, ModelNotAllowedError)):
         return MSG_MODEL
+    if isinstance(error, EmptyAnswerError):
+        return MSG_EMPTY
     if isinstance(error, (LLMConnectionError, LLMResponseError)):
         return MSG_UNAVAILABLE
     if isinstance(error, ContextError):

@@ -148,6 +148,8 @@ class _Script:
     default_embedding_dimension: int = 768
     pieces: Callable[[str], list[str]] = split_pieces
     on_stream_end: Callable[[], None] | None = None
+    citation_habit: str | None = None
+    thinks_aloud: str | None = None
 
 
 class _Server(ThreadingHTTPServer):
@@ -340,6 +342,18 @@ class FakeOllama:
             self._script.fail_paths = tuple(paths)
             self._script.fail_message = message or _STATUS_MESSAGES.get(status, "error")
 
+    def habits(self, *, citations: str | None = None, thinks_aloud: str | None = None) -> None:
+        """Imitate real models' habits in every answer. `citations` rewrites the reply's
+        "[SourceId: …]" markers the way small models write them (CITATION_HABITS; the numbers
+        count the prompt's passages from 1); `thinks_aloud` is thinking written into the answer as
+        "<think>…</think>" whatever the request's think flag says (models and Ollama versions that
+        ignore it)."""
+        if citations is not None and citations not in CITATION_HABITS:
+            raise ValueError(f"unknown citation habit {citations!r}: one of {sorted(CITATION_HABITS)}")
+        with self._lock:
+            self._script.citation_habit = citations
+            self._script.thinks_aloud = thinks_aloud
+
     def stream_pieces(self, splitter: Callable[[str], list[str]]) -> None:
         """How an answer is cut into streamed chunks (default: `split_pieces`, each word and each
         whitespace run a chunk of its own)."""
@@ -398,7 +412,13 @@ class FakeOllama:
                 value = s.ratings.popleft() if s.ratings else s.default_rating
                 return str(value)
             reply = s.replies.popleft() if s.replies else s.default_reply
-        return reply(messages) if callable(reply) else str(reply)
+            habit, thought = s.citation_habit, s.thinks_aloud
+        text = reply(messages) if callable(reply) else str(reply)
+        if habit is not None:
+            text = _with_citation_habit(text, habit, messages)
+        if thought is not None:
+            text = f"<think>{thought}</think>\n\n{text}"
+        return text
 
     def _snapshot(self) -> tuple[_Script, threading.Event]:
         with self._lock:
@@ -798,6 +818,37 @@ def _family_info(name: str) -> tuple[str, int, list[str]]:
         if base.startswith(prefix):
             return info
     return ("llama", 8192, ["completion"])
+
+
+INVENTED_SOURCE_ID = "deadbeef-0000-4000-8000-000000000000:0"
+# How small local models write "[SourceId: <id>]" (seen with llama3.2, qwen2.5, gemma and mistral).
+_HABIT_MARKERS: dict[str, Callable[[str, int], str]] = {
+    "numbered": lambda source_id, n: f"[{n}]",
+    "short": lambda source_id, n: f"[S{n}]",
+    "source-n": lambda source_id, n: f"[Source {n}]",
+    "parenthesised": lambda source_id, n: f"(SourceId: {source_id})",
+    "fullwidth": lambda source_id, n: f"【SourceId：{source_id}】",
+    "spaced": lambda source_id, n: f"[ sourceid : {source_id.upper()} ]",
+    "bare": lambda source_id, n: f"[{source_id}]",
+    "invented": lambda source_id, n: f"[SourceId: {source_id}] [SourceId: {INVENTED_SOURCE_ID}]",
+}
+# "grouped": adjacent markers in one bracket, "[SourceId: a, b]".
+CITATION_HABITS = frozenset({*_HABIT_MARKERS, "grouped"})
+_MARKER_RUN_RE = re.compile(r"\[SourceId:\s*[a-f0-9-]{36}:\d+\](?:\s*\[SourceId:\s*[a-f0-9-]{36}:\d+\])*")
+
+
+def _with_citation_habit(text: str, habit: str, messages: list[dict[str, Any]]) -> str:
+    """`text`'s markers as `habit` writes them."""
+    system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
+    order = {source_id: n for n, source_id in enumerate(dict.fromkeys(SOURCE_HEADER_RE.findall(system)), 1)}
+
+    def run(match: re.Match[str]) -> str:
+        ids = SOURCE_ID_RE.findall(match.group())
+        if habit == "grouped":
+            return f"[SourceId: {', '.join(ids)}]"
+        return "".join(_HABIT_MARKERS[habit](i, order.get(i, len(order) + 1)) for i in ids)
+
+    return _MARKER_RUN_RE.sub(run, text)
 
 
 def _thinking_for(name: str, think: Any) -> str:

@@ -92,3 +92,192 @@ def extract_citations(answer: str, results: Sequence[SearchResult]) -> list[Cita
             continue
         citations.append(citation_from_result(result))
     return citations
+
+
+# --- Real models' citation habits -------------------------------------------------------------
+# The prompt asks for "[SourceId: <document id>:<chunk>]" and shows one. Small local models write
+# it their own way: "[S1]", "[Source 1]", "[1]" or "Source 1" for the first passage of the prompt,
+# several ids in one bracket, stray spaces and case, "(SourceId: …)", full-width brackets and
+# colons, the bare id, the document's name, and ids that were never in the prompt. Each marker that
+# names prompt passages is rewritten to the canonical form; a marker naming only unknown ids is
+# dropped with the white space before it. Code (fenced blocks, inline spans) is left alone.
+
+_OPENERS = {"[": "]", "【": "】", "［": "］", "(": ")", "（": "）"}
+_BRACKET_RE = re.compile(r"[\[【［(（][^\[\]【】［］()（）\n]{1,300}[\]】］)）]")
+_ID_SEPARATOR_RE = re.compile(r"\s*(?:[,;、，；]|\band\b|&)\s*", re.IGNORECASE)
+_FULL_ID_RE = re.compile(
+    r"(?:source\s*id|source|id)?\s*[:：=#]?\s*([a-f0-9]{8}(?:-[a-f0-9]{4}){3}-[a-f0-9]{12})\s*[:：]\s*(\d+)",
+    re.IGNORECASE,
+)
+_NUMBERED_RE = re.compile(
+    r"(?:(?:source\s*id|source|src|s|passage|chunk|context|doc(?:ument)?)\s*[:：#]?\s*)(\d{1,3})", re.IGNORECASE
+)
+_BARE_NUMBER_RE = re.compile(r"(\d{1,3})")
+_NAMED_RE = re.compile(r"(?:(?:source|document|doc)\s*[:：]\s*)?(.+)", re.IGNORECASE)
+_PROSE_SOURCE_RE = re.compile(r"(?<![\w\[【［(（])source\s+(\d{1,3})(?!\w|\s*[\]】］)）])", re.IGNORECASE)
+_CODE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[ \t]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+_CANONICAL_RE = re.compile(r"\[SourceId: [a-f0-9-]{36}:\d+\]")
+
+
+def canonical_marker(source_id: str) -> str:
+    return f"[SourceId: {source_id}]"
+
+
+class _Sources:
+    def __init__(self, chunks: Sequence[SearchResult]) -> None:
+        self.ids = [c.source_id for c in chunks]
+        self.known = set(self.ids)
+        names: dict[str, str] = {}
+        for c in chunks:
+            names.setdefault(c.document_name.strip().lower(), c.source_id)
+        self.by_name = names
+
+    def nth(self, n: int) -> str | None:
+        return self.ids[n - 1] if 1 <= n <= len(self.ids) else None
+
+
+def _resolve(item: str, sources: _Sources, *, bare_numbers: bool) -> tuple[bool, str | None]:
+    """(is this a reference, the prompt passage it names or None if invented)."""
+    item = item.strip()
+    if m := _FULL_ID_RE.fullmatch(item):
+        source_id = f"{m.group(1).lower()}:{int(m.group(2))}"
+        return True, source_id if source_id in sources.known else None
+    if m := _NUMBERED_RE.fullmatch(item):
+        return True, sources.nth(int(m.group(1)))
+    if bare_numbers and (m := _BARE_NUMBER_RE.fullmatch(item)):
+        return True, sources.nth(int(m.group(1)))
+    if m := _NAMED_RE.fullmatch(item):
+        source_id = sources.by_name.get(m.group(1).strip().strip("\"'“”").lower())
+        if source_id is not None:
+            return True, source_id
+    return False, None
+
+
+def _rewrite_bracket(match: re.Match[str], text: str, sources: _Sources, *, after_marker: bool) -> str | None:
+    """The canonical markers for one bracketed group, "" to drop it, None to leave it as written."""
+    group = match.group()
+    opener, inner = group[0], group[1:-1]
+    if _OPENERS[opener] != group[-1]:
+        return None
+    before = text[: match.start()]
+    after = text[match.end() : match.end() + 1]
+    square = opener in "[【［"
+    # "[1]" is a reference after a word or punctuation, not an index ("x[1]") or a link ("[1](…)").
+    bare_numbers = square and (after_marker or not re.search(r"[\w\])]$", before)) and after != "("
+    items = [i for i in _ID_SEPARATOR_RE.split(inner) if i.strip()]
+    if not items:
+        return None
+    resolved = [_resolve(i, sources, bare_numbers=bare_numbers) for i in items]
+    if not all(is_ref for is_ref, _ in resolved):
+        return None
+    if not square and not any(_FULL_ID_RE.fullmatch(i.strip()) or _NUMBERED_RE.fullmatch(i.strip()) for i in items):
+        return None  # "(Vacation Policy 2026.pdf)" stays prose; "(SourceId: …)" and "(Source 2)" are markers
+    ids = list(dict.fromkeys(source_id for _, source_id in resolved if source_id))
+    return "".join(canonical_marker(i) for i in ids)
+
+
+def _normalize_prose(text: str, sources: _Sources) -> str:
+    out: list[str] = []
+    pos = 0
+    marker_end = -1  # where the last citation marker ended: "[1][2]" is two references
+    for match in _BRACKET_RE.finditer(text):
+        if _CANONICAL_RE.fullmatch(match.group()) and match.group()[11:-1] in sources.known:
+            marker_end = match.end()
+            continue
+        replacement = _rewrite_bracket(match, text, sources, after_marker=match.start() == marker_end)
+        if replacement is None:
+            continue
+        marker_end = match.end()
+        start = match.start()
+        if not replacement:  # only invented ids: the marker goes with the space before it
+            start = len(text[:start].rstrip(" \t"))
+            if start < pos:
+                start = pos
+        out.append(text[pos:start])
+        out.append(replacement)
+        pos = match.end()
+    out.append(text[pos:])
+    text = "".join(out)
+
+    def prose(m: re.Match[str]) -> str:
+        source_id = sources.nth(int(m.group(1)))
+        return canonical_marker(source_id) if source_id else m.group()
+
+    return _PROSE_SOURCE_RE.sub(prose, text)
+
+
+def normalize_citations(answer: str, chunks: Sequence[SearchResult]) -> str:
+    """The answer with every citation in the canonical "[SourceId: <id>]" form and invented ones
+    dropped; `chunks` are the prompt's passages in prompt order ("[1]" is the first)."""
+    return _normalize(answer, _Sources(chunks))
+
+
+def _normalize(answer: str, sources: _Sources) -> str:
+    out: list[str] = []
+    pos = 0
+    for code in _CODE_RE.finditer(answer):
+        out.append(_normalize_prose(answer[pos : code.start()], sources))
+        out.append(code.group())
+        pos = code.end()
+    out.append(_normalize_prose(answer[pos:], sources))
+    return "".join(out)
+
+
+_PARTIAL_PROSE_RE = re.compile(r"(?<!\w)(?:s|so|sou|sour|sourc|source|sources?\s+\d{0,3})$", re.IGNORECASE)
+_HOLD_CHARS = 300
+
+
+def _hold_point(text: str) -> int:
+    """Where a marker that may still be completing starts at the end of the streamed text (with the
+    white space before it, which goes if the marker is dropped); len(text) if nowhere."""
+    hold = len(text)
+    window_start = max(0, hold - _HOLD_CHARS)
+    line_start = text.rfind("\n") + 1
+    for i in range(hold - 1, max(window_start, line_start) - 1, -1):
+        ch = text[i]
+        if ch in "]】］)）":
+            break
+        if ch in _OPENERS:
+            hold = i
+            break
+    if (m := _PARTIAL_PROSE_RE.search(text, window_start)) is not None:
+        hold = min(hold, m.start())
+    line = text[line_start:hold]
+    if not _OPEN_FENCE_LINE_RE.match(line) and line.count("`") % 2:
+        hold = line_start + line.rfind("`")  # an inline code span still open
+    return len(text[:hold].rstrip(" \t"))
+
+
+_OPEN_FENCE_LINE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
+
+
+class CitationNormalizer:
+    """`normalize_citations` for a stream: `feed` each piece, `finish` once; the pieces returned
+    join to the normalised answer, and a marker still being written is held back until it closes
+    (or the stream ends), so what the asker sees is what is stored and checked."""
+
+    def __init__(self, chunks: Sequence[SearchResult]) -> None:
+        self._sources = _Sources(chunks)
+        self._raw = ""
+        self._sent = ""
+
+    @property
+    def text(self) -> str:
+        """Everything given out so far."""
+        return self._sent
+
+    def _emit(self, upto: int) -> str:
+        normalized = _normalize(self._raw[:upto], self._sources)
+        if not normalized.startswith(self._sent):  # never expected: keep what was sent, go on after it
+            logger.warning("citation normalisation diverged mid-stream", extra={"event": "citation_stream_diverged"})
+            normalized = self._sent + normalized[len(self._sent) :]
+        piece = normalized[len(self._sent) :]
+        self._sent = normalized
+        return piece
+
+    def feed(self, piece: str) -> str:
+        self._raw += piece
+        return self._emit(_hold_point(self._raw))
+
+    def finish(self) -> str:
+        return self._emit(len(self._raw))

@@ -38,6 +38,10 @@ class LLMResponseError(RAGServiceError):
     """Ollama answered, but with an error (HTTP 5xx after retries, malformed stream)."""
 
 
+class EmptyAnswerError(LLMResponseError):
+    """The model's reply held no answer: nothing, or only its thinking."""
+
+
 class VectorStoreError(ContextError):
     """The vector store failed or is unreachable."""
 

@@ -44,6 +44,7 @@ from .errors import (
     ModelUnavailableError,
     RAGServiceError,
 )
+from .reasoning import after_thinking
 from .retry import RetryPolicy, is_transient_error, retry_async, status_code_of
 from .tokens import Calibration, TokenCounter, default_calibration
 from .types import ChatMessage
@@ -54,8 +55,6 @@ TAGS_CACHE_SECONDS = 30.0
 RATE_MAX_TOKENS = 32
 # Concurrent connections to Ollama per process (one per streaming answer): far above httpx's 100.
 OLLAMA_MAX_CONNECTIONS = 1000
-_THINK_RE = re.compile(r"<think>.*?</think>", re.DOTALL)
-_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
 
 
 @dataclass(frozen=True)
@@ -97,12 +96,51 @@ def is_reasoning_model(model: str) -> bool:
     return model.rsplit("/", 1)[-1].split(":", 1)[0].startswith(REASONING_MODELS)
 
 
+# Ratings as models write them, tried in this order: "8/10" or "85 out of 100"; "85%"; a labelled
+# number ("Rating: 85", "Confidence: 0.85"); the first other number that is not a year; words.
+_SCALED_RE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(100|10|5)\b", re.IGNORECASE)
+_PERCENT_RE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*%")
+_LABELLED_RE = re.compile(
+    r"\b(?:rating|score|confidence|rate|support)\b[^\d\n]{0,24}?(?<![\w.])(\d+(?:\.\d+)?)(?![\w.])",
+    re.IGNORECASE,
+)
+_PLAIN_NUMBER_RE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)(?![\w]|\.\d)")
+_YEAR_RE = re.compile(r"(?:19|20)\d\d")
+_RATING_WORDS: tuple[tuple[re.Pattern[str], int], ...] = tuple(
+    (re.compile(pattern, re.IGNORECASE), score)
+    for pattern, score in (
+        (r"\bnot\s+(?:very\s+|well\s+|fully\s+|strongly\s+|entirely\s+)", 35),
+        (r"\b(?:not\s+(?:at\s+all\s+)?supported|unsupported|no\s+support|not\s+grounded|none)\b", 10),
+        (r"\b(?:fully|completely|entirely|strongly|well|very\s+high|high|excellent)\b", 90),
+        (r"\b(?:mostly|largely|good|mainly)\b", 75),
+        (r"\b(?:partially|partly|partial|moderate(?:ly)?|medium|some(?:what)?)\b", 55),
+        (r"\b(?:weak(?:ly)?|low|poor(?:ly)?|barely|little|minimal(?:ly)?)\b", 35),
+    )
+)
+
+
 def parse_rating(text: str) -> int | None:
-    """First number in the reply (thinking removed), rounded and clamped to 0-100; None if none."""
-    match = _NUMBER_RE.search(_THINK_RE.sub("", text))
-    if match is None:
-        return None
-    return max(0, min(100, round(float(match.group()))))
+    """The 0-100 rating in a reply written the way models write it (thinking removed); None if
+    it holds none."""
+    text = after_thinking(text)
+    value: float | None = None
+    if m := _SCALED_RE.search(text):
+        value = float(m.group(1)) * 100 / int(m.group(2))
+    elif m := _PERCENT_RE.search(text) or _LABELLED_RE.search(text):
+        value = float(m.group(1))
+    else:
+        for m in _PLAIN_NUMBER_RE.finditer(text):
+            if not _YEAR_RE.fullmatch(m.group(1)):
+                value = float(m.group(1))
+                break
+    if value is not None:
+        if "." in (m.group(1) if m else "") and value <= 1:
+            value *= 100  # "0.85"
+        return max(0, min(100, round(value)))
+    for pattern, score in _RATING_WORDS:
+        if pattern.search(text):
+            return score
+    return None
 
 
 def _to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:

@@ -18,11 +18,12 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from .budget import TokenBudget
-from .citations import build_context, extract_citations, make_snippet
+from .citations import CitationNormalizer, build_context, extract_citations, make_snippet
 from .confidence import calculate_confidence, coverage_context, determine_action
 from .config import RAGSettings
 from .errors import (
     ContextError,
+    EmptyAnswerError,
     LLMConnectionError,
     LLMTimeoutError,
     ModelUnavailableError,
@@ -38,6 +39,7 @@ from .prompts import (
     INSUFFICIENT_CONTEXT_REASON,
     RAG_SYSTEM_PROMPT,
 )
+from .reasoning import ThinkFilter
 from .retrieval import Reranker, build_retrieval_query, get_quality_context
 from .routing import OwnerLookup, get_route_target
 from .smalltalk import detect_smalltalk
@@ -297,11 +299,27 @@ class RAGService:
         yield StageEvent("generating")
         parts: list[str] = []
         gen_start = time.perf_counter()
+        # Real models' habits, undone before anyone sees a token: thinking written into the
+        # content is dropped, citations written their own way become "[SourceId: …]" and invented
+        # ones go. What is yielded is what is stored, counted and checked.
+        think = ThinkFilter()
+        cites = CitationNormalizer(chunks)
         try:
-            async for token in self._guarded_stream(messages, model):
-                parts.append(token)
-                yield TokenEvent(token)
+            async for raw in self._guarded_stream(messages, model):
+                if piece := cites.feed(think.feed(raw)):
+                    parts.append(piece)
+                    yield TokenEvent(piece)
+            if piece := cites.feed(think.finish()) + cites.finish():
+                parts.append(piece)
+                yield TokenEvent(piece)
+            if not "".join(parts).strip():
+                # Nothing but thinking (or nothing at all): an error with the passages kept, not
+                # an empty answer rated and routed.
+                raise EmptyAnswerError(f"The model {model} wrote no answer")
         except RAGServiceError as e:
+            if rest := cites.feed(think.finish()) + cites.finish():  # the partial answer, whole
+                parts.append(rest)
+                yield TokenEvent(rest)
             logger.warning(
                 "generation failed after %d chars: %s",
                 sum(map(len, parts)),

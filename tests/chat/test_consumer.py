@@ -551,3 +551,31 @@ async def test_glossary_of_a_readable_tag_expands_the_search(chat_session, corpu
     assert answer.query_strategy == f"{STRATEGY_FIRST} + glossary"
     assert answer.passages[0]["document_id"] == VACATION_DOC
     await tab.close()
+
+
+async def test_a_models_own_citation_style_and_thinking_reach_the_page_cleaned(
+    chat_session, corpus, fake_ollama, settings
+):
+    """Issue 16: a small model cites "[1]", "[2]" and thinks aloud; the page streams, stores and
+    numbers the canonical answer, and none of the thinking."""
+    settings.RAG = replace(settings.RAG, rag_min_similarity_score=0.0)  # both documents in the prompt
+    runtime.reset()
+    fake_ollama.reply_citing(2)
+    fake_ollama.habits(citations="numbered", thinks_aloud="Maybe 30 days? Check [1] first.")
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    final = await ask_and_finish(tab, "Are meals and vacation days covered by the expense and vacation policy?")
+    _, answer = await messages_of(chat_session)
+    assert answer.status == "complete" and len(answer.citations) == 2
+    assert answer.content.count("[SourceId: ") == 2 and "[1]" not in answer.content
+    assert "think" not in answer.content and "30 days" not in answer.content and "30 days" not in final
+    body = re.search(r'-body" class="msg-body md">(.*?)</div>\s*<', final, re.S).group(1)
+    assert re.findall(r'class="cite-marker"[^>]*>(\d+)<', body) == ["1", "2"]
+    # A reply that is all thinking is an error that keeps the passages, not an empty answer.
+    fake_ollama.reply("<think>I cannot decide")
+    fake_ollama.habits()
+    final = await ask_and_finish(tab, "How many vacation days do I get per year?")
+    *_, empty = await messages_of(chat_session)
+    assert empty.content == "" and empty.error == turns.MSG_EMPTY and turns.MSG_EMPTY in final
+    assert empty.passages and "Passages found" in final
+    await tab.close()
