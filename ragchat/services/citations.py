@@ -114,8 +114,9 @@ _NUMBERED_RE = re.compile(
 )
 _BARE_NUMBER_RE = re.compile(r"(\d{1,3})")
 _NAMED_RE = re.compile(r"(?:(?:source|document|doc)\s*[:：]\s*)?(.+)", re.IGNORECASE)
-_PROSE_SOURCE_RE = re.compile(r"(?<![\w\[【［(（])source\s+(\d{1,3})(?!\w|\s*[\]】］)）])", re.IGNORECASE)
-_CODE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[ \t]*$|\Z)|`[^`\n]*`", re.MULTILINE | re.DOTALL)
+_PROSE_SOURCE_RE = re.compile(r"(?<![\w\[【［(（])source[ \t]+(\d{1,3})(?![\w]|[ \t]*[\]】］)）])", re.IGNORECASE)
+_INLINE_CODE_RE = re.compile(r"`[^`\n]*`")
+_FENCE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _CANONICAL_RE = re.compile(r"\[SourceId: [a-f0-9-]{36}:\d+\]")
 
 
@@ -159,11 +160,11 @@ def _rewrite_bracket(match: re.Match[str], text: str, sources: _Sources, *, afte
     opener, inner = group[0], group[1:-1]
     if _OPENERS[opener] != group[-1]:
         return None
-    before = text[: match.start()]
+    before = text[max(0, match.start() - 1) : match.start()]
     after = text[match.end() : match.end() + 1]
     square = opener in "[【［"
     # "[1]" is a reference after a word or punctuation, not an index ("x[1]") or a link ("[1](…)").
-    bare_numbers = square and (after_marker or not re.search(r"[\w\])]$", before)) and after != "("
+    bare_numbers = square and (after_marker or not re.fullmatch(r"[\w\])]", before)) and after != "("
     items = [i for i in _ID_SEPARATOR_RE.split(inner) if i.strip()]
     if not items:
         return None
@@ -209,75 +210,132 @@ def _normalize_prose(text: str, sources: _Sources) -> str:
 def normalize_citations(answer: str, chunks: Sequence[SearchResult]) -> str:
     """The answer with every citation in the canonical "[SourceId: <id>]" form and invented ones
     dropped; `chunks` are the prompt's passages in prompt order ("[1]" is the first)."""
-    return _normalize(answer, _Sources(chunks))
+    normalizer = CitationNormalizer(chunks)
+    return normalizer.feed(answer) + normalizer.finish()
 
 
-def _normalize(answer: str, sources: _Sources) -> str:
+def _normalize_line(line: str, sources: _Sources) -> str:
+    """One line outside fenced code (no marker spans lines); inline code spans are left alone."""
     out: list[str] = []
     pos = 0
-    for code in _CODE_RE.finditer(answer):
-        out.append(_normalize_prose(answer[pos : code.start()], sources))
+    for code in _INLINE_CODE_RE.finditer(line):
+        out.append(_normalize_prose(line[pos : code.start()], sources))
         out.append(code.group())
         pos = code.end()
-    out.append(_normalize_prose(answer[pos:], sources))
+    out.append(_normalize_prose(line[pos:], sources))
     return "".join(out)
 
 
-_PARTIAL_PROSE_RE = re.compile(r"(?<!\w)(?:s|so|sou|sour|sourc|source|sources?\s+\d{0,3})$", re.IGNORECASE)
+_PARTIAL_PROSE_RE = re.compile(r"(?<!\w)(?:s|so|sou|sour|sourc|source|sources?[ \t]+\d{0,3})$", re.IGNORECASE)
 _HOLD_CHARS = 300
 
 
-def _hold_point(text: str) -> int:
-    """Where a marker that may still be completing starts at the end of the streamed text (with the
-    white space before it, which goes if the marker is dropped); len(text) if nowhere."""
-    hold = len(text)
-    window_start = max(0, hold - _HOLD_CHARS)
-    line_start = text.rfind("\n") + 1
-    for i in range(hold - 1, max(window_start, line_start) - 1, -1):
-        ch = text[i]
+def _hold_point(line: str) -> int:
+    """Where a marker that may still be completing starts at the end of the line being streamed
+    (with the white space before it, which goes if the marker is dropped); len(line) if nowhere."""
+    hold = len(line)
+    for i in range(hold - 1, max(0, hold - _HOLD_CHARS) - 1, -1):
+        ch = line[i]
         if ch in "]】］)）":
             break
         if ch in _OPENERS:
             hold = i
             break
-    if (m := _PARTIAL_PROSE_RE.search(text, window_start)) is not None:
+    if (m := _PARTIAL_PROSE_RE.search(line, max(0, hold - 20))) is not None:
         hold = min(hold, m.start())
-    line = text[line_start:hold]
-    if not _OPEN_FENCE_LINE_RE.match(line) and line.count("`") % 2:
-        hold = line_start + line.rfind("`")  # an inline code span still open
-    return len(text[:hold].rstrip(" \t"))
+    if line[:hold].count("`") % 2:
+        hold = line.rfind("`", 0, hold)  # an inline code span still open
+    return len(line[:hold].rstrip(" \t"))
 
 
-_OPEN_FENCE_LINE_RE = re.compile(r" {0,3}(`{3,}|~{3,})")
+# Reversed: white space right after a sentence's end (". " read backwards is " .").
+_SENTENCE_GAP_RE = re.compile(r"[ \t]+(?=[.!?])")
+_SETTLE_AFTER = 200  # characters of a line normalised again on each piece before settling
 
 
 class CitationNormalizer:
     """`normalize_citations` for a stream: `feed` each piece, `finish` once; the pieces returned
     join to the normalised answer, and a marker still being written is held back until it closes
-    (or the stream ends), so what the asker sees is what is stored and checked."""
+    (or the stream ends), so what the asker sees is what is stored and checked.
+
+    Markers never span lines, so the text is normalised line by line (fenced code blocks verbatim);
+    each piece costs the length of the line it ends in, not of the answer so far."""
 
     def __init__(self, chunks: Sequence[SearchResult]) -> None:
         self._sources = _Sources(chunks)
-        self._raw = ""
-        self._sent = ""
+        self._line = ""  # the raw line being written
+        self._line_sent = ""  # what has been given out for it
+        # A long line is settled up to its last finished sentence: (raw length, its output).
+        self._settled: tuple[int, str] = (0, "")
+        self._fence: tuple[str, int] | None = None  # the open fence's character and length
+        self._sent: list[str] = []
 
     @property
     def text(self) -> str:
         """Everything given out so far."""
-        return self._sent
+        return "".join(self._sent)
 
-    def _emit(self, upto: int) -> str:
-        normalized = _normalize(self._raw[:upto], self._sources)
-        if not normalized.startswith(self._sent):  # never expected: keep what was sent, go on after it
+    def _line_output(self, line: str, *, complete: bool) -> str:
+        settled, settled_out = self._settled
+        if settled:  # a prose line with finished sentences: only the rest is normalised again
+            return settled_out + _normalize_line(line[settled:], self._sources)
+        if self._fence is not None:
+            char, length = self._fence
+            if complete and re.fullmatch(rf" {{0,3}}{re.escape(char)}{{{length},}}[ \t]*\n?", line):
+                self._fence = None
+            return line
+        if (fence := _FENCE_RE.match(line)) is not None and not (
+            fence.group(1)[0] == "`" and "`" in line[fence.end() :]
+        ):
+            if complete:
+                self._fence = (fence.group(1)[0], len(fence.group(1)))
+            return line
+        return _normalize_line(line, self._sources)
+
+    def _settle(self, upto: int) -> None:
+        """Settle the line up to the white space after its last finished sentence before `upto`:
+        nothing after that point changes what comes before it (no marker, code span or dropped
+        marker's white space crosses it)."""
+        settled = self._settled[0]
+        boundary = _SENTENCE_GAP_RE.search(self._line[::-1], len(self._line) - upto, len(self._line) - settled)
+        if boundary is None:
+            return
+        cut = len(self._line) - boundary.end()  # the line up to the sentence's end mark, inclusive
+        if cut <= settled or self._line[:cut].count("`") % 2:
+            return
+        self._settled = (cut, self._line_output(self._line[:cut], complete=False))
+
+    def _give(self, normalized: str) -> str:
+        if not normalized.startswith(self._line_sent):  # never expected: keep what was sent
             logger.warning("citation normalisation diverged mid-stream", extra={"event": "citation_stream_diverged"})
-            normalized = self._sent + normalized[len(self._sent) :]
-        piece = normalized[len(self._sent) :]
-        self._sent = normalized
+            normalized = self._line_sent + normalized[len(self._line_sent) :]
+        piece = normalized[len(self._line_sent) :]
+        self._line_sent = normalized
+        if piece:
+            self._sent.append(piece)
         return piece
 
     def feed(self, piece: str) -> str:
-        self._raw += piece
-        return self._emit(_hold_point(self._raw))
+        self._line += piece
+        out: list[str] = []
+        while (end := self._line.find("\n")) != -1:
+            line, self._line = self._line[: end + 1], self._line[end + 1 :]
+            out.append(self._give(self._line_output(line, complete=True)))
+            self._line_sent, self._settled = "", (0, "")
+        if self._line:
+            if self._fence is not None:
+                upto = len(self._line)  # code: as it comes
+            elif _FENCE_RE.match(self._line):
+                upto = 0  # a fence line or not: known when the line ends
+            else:
+                upto = _hold_point(self._line)
+            out.append(self._give(self._line_output(self._line[:upto], complete=False)))
+            if self._fence is None and upto - self._settled[0] > _SETTLE_AFTER:
+                self._settle(upto)
+        return "".join(out)
 
     def finish(self) -> str:
-        return self._emit(len(self._raw))
+        line, self._line = self._line, ""
+        piece = self._give(self._line_output(line, complete=True)) if line else ""
+        self._line_sent, self._settled = "", (0, "")
+        return piece

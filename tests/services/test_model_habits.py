@@ -88,6 +88,10 @@ STREAMED = [
     "Run `days[1]` then:\n\n```\nprint([1])\n```\n\nDone [Travel.md] (see page 3).",
     "Ends with an open bracket [S",
     "Ends with a held space   ",
+    # One long line: settled sentence by sentence, invented markers after a sentence's end too.
+    " ".join(
+        f"Rule {n} applies (see page {n}) [S{n % 3 + 1}]. Next. [S9] `code [1]` x[1] Source 2." for n in range(40)
+    ),
 ]
 
 
