@@ -61,9 +61,14 @@ def test_upload_rows_detail_and_rename(live_server_url, manager, chromium, size)
         page.wait_for_selector(f"#document-rows tr.doc-row[data-status=ready]:has-text('{name}')", timeout=30_000)
         # Every action of every row is on screen, and the page does not scroll sideways.
         assert _no_sideways_scroll(page)
-        for button in page.locator("#document-rows .row-actions .btn").all():
-            box = button.bounding_box()
-            assert box and box["x"] >= 0 and box["x"] + box["width"] <= size[0] + 1, button.inner_text()
+        # Measured in one script: a live row update can replace a row between two locator calls.
+        boxes = page.evaluate(
+            "[...document.querySelectorAll('#document-rows .row-actions .btn')]"
+            ".map(b => { const r = b.getBoundingClientRect(); return [b.innerText, r.x, r.width]; })"
+        )
+        assert boxes
+        for text, x, width in boxes:
+            assert x >= 0 and x + width <= size[0] + 1, text
         page.screenshot(path=str(ARTIFACTS / f"documents-list-{size[0]}.png"), full_page=True)
 
         # The document's page: the status once, then rename by keyboard.
