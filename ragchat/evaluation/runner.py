@@ -14,7 +14,8 @@ questions, measure.
   holds one unrelated tag only.
 - Citation validity: the whole RAGService pipeline against the fake Ollama server (zero latency),
   whose model cites the first two SourceIds of its prompt and, every other question, a forged one
-  (a real chunk the prompt did not contain). Validity = share of the citations the pipeline returns
+  (a real chunk the prompt did not contain), in turn canonically and in the citation styles small
+  models use ("[1]", "[S1]", full-width brackets…). Validity = share of the citations the pipeline returns
   that point at a chunk it retrieved for that question (the forged ones must be dropped).
 """
 
@@ -368,9 +369,10 @@ def conversation_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 # ------------------------------------------------------------------------------------ citations
 
 
-def _forging_reply(forged_ids: list[str]):
+def _forging_reply(forged_ids: list[str], stats: dict[str, int]):
     """The fake model's answer: cite the first two SourceIds of the prompt; on every other call,
-    also cite a real chunk the prompt did not contain (a hallucinated citation)."""
+    also cite a real chunk the prompt did not contain (a hallucinated citation, counted in
+    stats["forged_written"])."""
     import re
 
     from ragchat.services.prompts import RAG_SYSTEM_PROMPT
@@ -389,6 +391,7 @@ def _forging_reply(forged_ids: list[str]):
             candidates = [sid for sid in forged_ids if sid not in in_prompt]
             if candidates:
                 parts.append(f"Also see [SourceId: {rng.choice(candidates)}].")
+                stats["forged_written"] += 1
         return " ".join(parts) or "I don't have enough information in the available documents."
 
     return reply
@@ -404,16 +407,24 @@ async def citation_validity(
     ollama_url: str,
     fake: Any,
 ) -> dict[str, Any]:
+    from ragchat.fake_ollama.server import CITATION_HABITS
     from ragchat.services.llm import OllamaLLM
     from ragchat.services.rag_service import RAGService
     from ragchat.services.types import RAGRequest
 
     forged_pool = [f"{doc_id}:0" for doc_id in index.documents.values()]
-    fake.reply_with(_forging_reply(forged_pool))
+    stats = {"forged_written": 0}
+    fake.reply_with(_forging_reply(forged_pool, stats))
+    # Question by question, the model writes its citations canonically or in one of the styles
+    # small models use ("[1]", "[S1]", full-width brackets…): the same two passages must come out.
+    habits: list[str | None] = [None, *sorted(CITATION_HABITS)]
+    styled = recovered = 0
     llm_settings = replace(settings, ollama_base_url=ollama_url)
     rag = RAGService(ModeSearch(service, mode), llm_settings, llm=OllamaLLM(llm_settings, base_url=ollama_url))
     answers = cited = cited_retrieved = shown = shown_valid = leaks = 0
-    for question in questions:
+    for number, question in enumerate(questions):
+        habit = habits[number % len(habits)]
+        fake.habits(citations=habit)
         asker_tags = list(question.tags) if question.tags is not None else index.all_tags
         history = [ChatMessage(role="user", content=h) for h in question.history]
         response = await rag.generate(
@@ -433,11 +444,19 @@ async def citation_validity(
         shown += len(response.citations)
         shown_valid += sum(1 for c in response.citations if c.source_id in retrieved)
         leaks += leaked(response.context, asker_tags)
+        expected = [c.source_id for c in response.context][:2]
+        if habit is not None and expected:
+            styled += 1
+            recovered += [c.source_id for c in response.citations] == expected
+    fake.habits()
     return {
         "answers": answers,
         "cited_in_answers": cited,
         "cited_and_retrieved": cited_retrieved,
+        "forged_written": stats["forged_written"],
         "forged_in_answers": cited - cited_retrieved,
+        "styled_answers": styled,
+        "styled_recovered": recovered,
         "citations_returned": shown,
         "citations_valid": shown_valid,
         "citation_validity": shown_valid / shown if shown else 0.0,
@@ -588,6 +607,14 @@ def format_table(report: dict[str, Any]) -> str:
                 f"{mode} glossary ({g['questions_expanded']} questions expanded): R@5 {g['recall@5']:.2f} "
                 f"(without {g['recall@5_without']:.2f}), MRR {g['mrr']:.2f} (without {g['mrr_without']:.2f}), "
                 f"support@5 {g['support@5']:.2f} (without {g['support@5_without']:.2f})"
+            )
+    for mode, summary in report["modes"].items():
+        c = summary.get("citations") or {}
+        if c.get("styled_answers"):
+            lines.append(
+                f"{mode} models' citation styles: {c['styled_recovered']}/{c['styled_answers']} answers written in "
+                f"another style gave exactly the passages cited; {c['forged_written']} invented ids written, "
+                f"{c['forged_in_answers']} left in answers"
             )
     grounding = report.get("grounding")
     if grounding:
