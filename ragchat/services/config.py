@@ -65,6 +65,8 @@ class RAGSettings:
     embedding_model: str = "all-MiniLM-L6-v2"
     embedding_batch_size: int = 32
     embedding_cache_size: int = 10_000
+    # Concurrent question embeddings share one model call of at most this many (1 = one by one).
+    embedding_query_batch: int = 64
     # Optional cross-encoder rerank stage (R-RET-7); empty = off.
     rag_reranker: str = ""
     # Chunking (0 = sized to the embedder's input window)

@@ -15,6 +15,7 @@ from ragchat.services.embeddings import (
     HashingEmbedder,
     LocalEmbedder,
     OllamaEmbedder,
+    QueryBatcher,
     build_embedder,
 )
 from ragchat.services.errors import EmbeddingError
@@ -99,11 +100,12 @@ async def test_hashing_embedder_is_deterministic_and_normalised():
 def test_build_embedder_by_setting(ollama_url):
     assert build_embedder(RAGSettings(embedding_backend="hashing")).model_name == "hashing-384"
     local = build_embedder(RAGSettings())
-    assert isinstance(local, CachedEmbedder) and isinstance(local.inner, LocalEmbedder)
+    assert isinstance(local, CachedEmbedder) and isinstance(local.inner, QueryBatcher)
+    assert isinstance(local.inner.inner, LocalEmbedder) and local.inner.max_batch == 64
     ollama = build_embedder(
         RAGSettings(embedding_backend="ollama", embedding_model="nomic-embed-text", ollama_base_url=ollama_url)
     )
-    assert isinstance(ollama.inner, OllamaEmbedder) and ollama.model_name == "nomic-embed-text"
+    assert isinstance(ollama.inner.inner, OllamaEmbedder) and ollama.model_name == "nomic-embed-text"
     with pytest.raises(ValueError, match="EMBEDDING_BACKEND"):
         build_embedder(RAGSettings(embedding_backend="word2vec"))
 
@@ -181,3 +183,78 @@ async def test_ollama_embedder_gives_up_with_embedding_error(fake_ollama):
     with pytest.raises(EmbeddingError, match="nomic-embed-text"):
         await embedder.embed_documents(["hello"])
     assert len(fake_ollama.requests_to("/api/embed")) == 3
+
+
+# ---------------------------------------------------------------- concurrent queries, one model call
+
+
+class BatchCountingEmbedder(HashingEmbedder):
+    """The hashing embedder, counting calls; each batch takes `seconds` (a model at work)."""
+
+    def __init__(self, seconds: float = 0.02, fail: bool = False) -> None:
+        super().__init__()
+        self.calls: list[list[str]] = []
+        self.seconds, self.fail = seconds, fail
+
+    async def embed_queries(self, texts):
+        self.calls.append(list(texts))
+        await asyncio.sleep(self.seconds)
+        if self.fail:
+            raise EmbeddingError("model crashed")
+        return await super().embed_queries(texts)
+
+
+async def test_a_burst_of_questions_shares_model_calls():
+    inner = BatchCountingEmbedder()
+    batcher = QueryBatcher(inner, max_batch=64)
+    # One question finds the model idle: embedded at once, alone.
+    alone = await batcher.embed_query("vacation days")
+    assert alone == inner.embed_sync("vacation days") and inner.calls == [["vacation days"]]
+    # 200 at once: the first goes alone, the rest in batches of at most 64, each vector its own.
+    texts = [f"question number {i}" for i in range(200)]
+    vectors = await asyncio.gather(*(batcher.embed_query(t) for t in texts))
+    assert vectors == [inner.embed_sync(t) for t in texts]
+    sizes = [len(c) for c in inner.calls[1:]]
+    assert sum(sizes) == 200 and max(sizes) == 64 and len(sizes) <= 5
+    # The same question asked twice in one batch is embedded once.
+    inner.calls.clear()
+    a, b = await asyncio.gather(batcher.embed_query("same"), batcher.embed_query("same"))
+    assert a == b and sum(len(c) for c in inner.calls) == 1
+
+
+async def test_a_failed_batch_fails_its_callers_and_the_next_one_works():
+    inner = BatchCountingEmbedder(fail=True)
+    batcher = QueryBatcher(inner)
+    results = await asyncio.gather(*(batcher.embed_query(f"q{i}") for i in range(5)), return_exceptions=True)
+    assert all(isinstance(r, EmbeddingError) for r in results)
+    inner.fail = False
+    assert await batcher.embed_query("again") == inner.embed_sync("again")
+
+
+async def test_a_caller_that_gives_up_leaves_the_others_their_answers():
+    inner = BatchCountingEmbedder(seconds=0.05)
+    batcher = QueryBatcher(inner)
+    first = asyncio.ensure_future(batcher.embed_query("first"))
+    await asyncio.sleep(0)  # the first batch is running; the next two wait for it
+    closed_tab = asyncio.ensure_future(batcher.embed_query("closed tab"))
+    kept = asyncio.ensure_future(batcher.embed_query("kept"))
+    await asyncio.sleep(0)
+    closed_tab.cancel()
+    assert await kept == inner.embed_sync("kept") and await first == inner.embed_sync("first")
+    assert ["kept"] in inner.calls  # the cancelled question was not embedded
+
+
+def test_batches_are_per_event_loop():
+    # Each loop (a test, a worker thread's loop) gets its own queue: no future crosses loops.
+    inner = BatchCountingEmbedder(seconds=0.0)
+    batcher = QueryBatcher(inner)
+    for _ in range(2):
+        assert asyncio.run(batcher.embed_query("x")) == inner.embed_sync("x")
+
+
+async def test_the_local_model_embeds_a_batch_like_single_queries():
+    local = LocalEmbedder()
+    texts = ["How many vacation days do I get?", "Who approves travel expenses?"]
+    together = await local.embed_queries(texts)
+    alone = [await local.embed_query(t) for t in texts]
+    assert all(abs(x - y) < 1e-5 for a, b in zip(together, alone, strict=True) for x, y in zip(a, b, strict=True))
