@@ -148,9 +148,9 @@ def _resolve(item: str, sources: _Sources, *, bare_numbers: bool) -> tuple[bool,
     if bare_numbers and (m := _BARE_NUMBER_RE.fullmatch(item)):
         return True, sources.nth(int(m.group(1)))
     if m := _NAMED_RE.fullmatch(item):
-        source_id = sources.by_name.get(m.group(1).strip().strip("\"'“”").lower())
-        if source_id is not None:
-            return True, source_id
+        named = sources.by_name.get(m.group(1).strip().strip("\"'“”").lower())
+        if named is not None:
+            return True, named
     return False, None
 
 
