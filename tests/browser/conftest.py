@@ -123,6 +123,8 @@ class LiveServer:
         )
 
     def start(self) -> LiveServer:
+        if self.process is not None:
+            raise RuntimeError("this server is already running: a second daphne would be orphaned")
         self.manage("migrate", "-v0")
         self._log = open(self.data_dir / "daphne.log", "w")
         self.process = subprocess.Popen(

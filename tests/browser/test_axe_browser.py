@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import seeded_server
+from tests.browser.conftest import LiveServer
 from tests.browser.test_csp_browser import SETUP
 
 pytestmark = pytest.mark.browser
@@ -48,7 +48,8 @@ VIEWS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = seeded_server(tmp_path_factory, ollama_server, name="axe")
+    # Seeded before it starts (seeded_server would start it, and a second start() orphaned a daphne).
+    server = LiveServer(data_dir=tmp_path_factory.mktemp("axe"), ollama_url=ollama_server.url)
     server.manage("migrate", "-v0")
     ids = json.loads(server.shell(SETUP).strip().splitlines()[-1])
     server.start()

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import seeded_server
+from tests.browser.conftest import LiveServer
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +28,8 @@ print(json.dumps({"s1": str(w.sessions["s1"].pk), "rq_b": w.questions["rq_b"].pk
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = seeded_server(tmp_path_factory, ollama_server, name="csp")
+    # Seeded before it starts (seeded_server would start it, and a second start() orphaned a daphne).
+    server = LiveServer(data_dir=tmp_path_factory.mktemp("csp"), ollama_url=ollama_server.url)
     server.manage("migrate", "-v0")
     ids = __import__("json").loads(server.shell(SETUP).strip().splitlines()[-1])
     server.start()
