@@ -1,5 +1,4 @@
 import csv
-import io
 
 from django import forms
 from django.contrib import admin, messages
@@ -14,7 +13,13 @@ from access.admin import TenantScopedAdmin
 from documents import services
 from documents.models import Document, GlossaryTerm, Tag
 from documents.tasks import ingestion_enqueue
-from ragchat.services.glossary import parse_aliases
+from ragchat.services.glossary import (
+    GLOSSARY_CSV_COLUMNS,
+    GlossaryCSVError,
+    csv_header_ok,
+    read_glossary_csv,
+    write_glossary_csv,
+)
 
 
 class TagAdminForm(forms.ModelForm):
@@ -155,7 +160,6 @@ class DocumentAdmin(TenantScopedAdmin):
 
 # ------------------------------------------------------------------------------------- glossary
 
-GLOSSARY_CSV_COLUMNS = ("tag", "term", "aliases", "note")
 GLOSSARY_CSV_MAX_BYTES = 2 * 1024 * 1024
 GLOSSARY_REPORT_LINES = 50  # skipped lines named one by one; the rest are counted
 
@@ -176,11 +180,10 @@ class GlossaryImportForm(forms.Form):
         except UnicodeDecodeError as e:
             raise forms.ValidationError("The file is not UTF-8 text.") from e
         try:
-            header = next(csv.reader(io.StringIO(text)), [])
+            header_ok = csv_header_ok(text)
         except csv.Error as e:
             raise forms.ValidationError(f"The file is not CSV: {e}") from e
-        columns = {c.strip().lower() for c in header}
-        if not {"tag", "term"} <= columns:
+        if not header_ok:
             raise forms.ValidationError("The first row must name the columns: tag, term, aliases (note optional).")
         return text
 
@@ -194,36 +197,31 @@ def glossary_import(*, tenant_id: str, text: str) -> dict:
     by_name = {t.name.strip().lower(): t for t in tags}
     created = updated = unchanged = 0
     skipped: list[str] = []
-    reader = csv.DictReader(io.StringIO(text))
-    reader.fieldnames = [(c or "").strip().lower() for c in reader.fieldnames or []]
     with transaction.atomic():
         try:
-            for row in reader:
-                line = reader.line_num
-                if not any((v or "").strip() for v in row.values() if isinstance(v, str)):
-                    continue  # a blank line
-                tag_key = (row.get("tag") or "").strip().lower()
-                term = " ".join((row.get("term") or "").split())
-                tag = by_slug.get(tag_key) or by_name.get(tag_key)
+            for row in read_glossary_csv(text):
+                line = row.line
+                tag = by_slug.get(row.tag.lower()) or by_name.get(row.tag.lower())
                 if tag is None:
-                    skipped.append(f"line {line}: unknown tag {tag_key!r}" if tag_key else f"line {line}: no tag")
+                    skipped.append(
+                        f"line {line}: unknown tag {row.tag.lower()!r}" if row.tag else f"line {line}: no tag"
+                    )
                     continue
-                if not term:
+                if not row.term:
                     skipped.append(f"line {line}: no term")
                     continue
-                if len(term) > GlossaryTerm._meta.get_field("term").max_length:
+                if len(row.term) > GlossaryTerm._meta.get_field("term").max_length:
                     skipped.append(f"line {line}: the term is too long")
                     continue
-                aliases = "\n".join(parse_aliases(row.get("aliases") or ""))
-                note = row.get("note")
-                existing = GlossaryTerm.objects.filter(tag=tag, term__iexact=term).first()
+                aliases = "\n".join(row.aliases)
+                existing = GlossaryTerm.objects.filter(tag=tag, term__iexact=row.term).first()
                 if existing is None:
-                    GlossaryTerm.objects.create(tag=tag, term=term, aliases=aliases, note=(note or "").strip())
+                    GlossaryTerm.objects.create(tag=tag, term=row.term, aliases=aliases, note=row.note or "")
                     created += 1
                     continue
-                changes = {"term": term, "aliases": aliases}
-                if note is not None:  # a file without the note column keeps the notes
-                    changes["note"] = note.strip()
+                changes = {"term": row.term, "aliases": aliases}
+                if row.note is not None:  # a file without the note column keeps the notes
+                    changes["note"] = row.note
                 if all(getattr(existing, k) == v for k, v in changes.items()):
                     unchanged += 1
                     continue
@@ -231,19 +229,15 @@ def glossary_import(*, tenant_id: str, text: str) -> dict:
                     setattr(existing, k, v)
                 existing.save()
                 updated += 1
-        except csv.Error as e:
-            skipped.append(f"line {reader.line_num}: not CSV ({e}); the rest of the file was not read")
+        except GlossaryCSVError as e:
+            skipped.append(f"{e}; the rest of the file was not read")
     return {"created": created, "updated": updated, "unchanged": unchanged, "skipped": skipped}
 
 
 def glossary_csv(terms) -> str:
     """The terms as CSV in the import's format (tag slug, term, aliases separated by "; ", note)."""
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(GLOSSARY_CSV_COLUMNS)
-    for term in sorted(terms, key=lambda t: (t.tag.slug, t.term.lower(), t.pk)):
-        writer.writerow([term.tag.slug, term.term, "; ".join(term.alias_list), term.note])
-    return out.getvalue()
+    ordered = sorted(terms, key=lambda t: (t.tag.slug, t.term.lower(), t.pk))
+    return write_glossary_csv((t.tag.slug, t.term, t.alias_list, t.note) for t in ordered)
 
 
 @admin.register(GlossaryTerm)

@@ -129,22 +129,89 @@ def expand_query(query: str, entries: Sequence[GlossaryEntry]) -> tuple[str, lis
     return f"{query.rstrip()} ({'; '.join(added)})", terms
 
 
-def entries_from_csv(text: str) -> list[GlossaryEntry]:
-    """Entries from the CSV the admin imports and exports (header tag, term, aliases[, note]; aliases
-    separated by ";"), for a glossary kept next to a folder of documents (`manage.py evaluate`).
-    Rows without a term are skipped; the tag column holds the tag's slug."""
+# --- The glossary CSV (the admin's import and export, and `manage.py evaluate`'s glossary.csv)
+
+GLOSSARY_CSV_COLUMNS = ("tag", "term", "aliases", "note")
+# A cell a spreadsheet would run as a formula (OWASP "CSV injection") is written with a leading "'".
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+@dataclass(frozen=True)
+class GlossaryRow:
+    """One row of a glossary CSV: its line number, the tag as written (slug or name), the term
+    and aliases cleaned, and the note (None when the file has no note column)."""
+
+    line: int
+    tag: str
+    term: str
+    aliases: tuple[str, ...]
+    note: str | None
+
+
+def _unguard(cell: str) -> str:
+    return cell[1:] if cell.startswith("'") and cell[1:2] and cell[1] in _FORMULA_START else cell
+
+
+def csv_header_ok(text: str) -> bool:
+    """The first row names the tag and term columns (any case, any order); raises csv.Error if the
+    text is not CSV."""
+    import csv
+    import io
+
+    header = next(csv.reader(io.StringIO(text)), [])
+    return {"tag", "term"} <= {c.strip().lower() for c in header}
+
+
+class GlossaryCSVError(ValueError):
+    """The file stops being CSV at `line` (the rows before it were read)."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(f"line {line}: not CSV ({reason})")
+        self.line = line
+
+
+def read_glossary_csv(text: str) -> Iterable[GlossaryRow]:
+    """The rows of a glossary CSV (header tag, term, aliases[, note]; aliases separated by ";"),
+    blank lines skipped. Where the file stops being CSV, GlossaryCSVError names the line."""
     import csv
     import io
 
     reader = csv.DictReader(io.StringIO(text))
-    reader.fieldnames = [(c or "").strip().lower() for c in reader.fieldnames or []]
-    entries = []
-    for row in reader:
-        term = _clean(row.get("term") or "")
-        if term:
-            entries.append(
-                GlossaryEntry(
-                    term=term, aliases=parse_aliases(row.get("aliases") or ""), tag=_clean(row.get("tag") or "")
-                )
+    try:
+        reader.fieldnames = [(c or "").strip().lower() for c in reader.fieldnames or []]
+        for row in reader:
+            cells = {k: _unguard(v) for k, v in row.items() if isinstance(k, str) and isinstance(v, str)}
+            if not any(v.strip() for v in cells.values()):
+                continue
+            note = cells.get("note")
+            yield GlossaryRow(
+                line=reader.line_num,
+                tag=_clean(cells.get("tag", "")),
+                term=_clean(cells.get("term", "")),
+                aliases=parse_aliases(cells.get("aliases", "")),
+                note=None if note is None else note.strip(),
             )
-    return entries
+    except csv.Error as e:
+        raise GlossaryCSVError(reader.line_num + 1, str(e)) from e  # the line it could not read
+
+
+def write_glossary_csv(rows: Iterable[tuple[str, str, Sequence[str], str]]) -> str:
+    """(tag slug, term, aliases, note) rows as the CSV the import reads, formula-like cells guarded."""
+    import csv
+    import io
+
+    def guard(cell: str) -> str:
+        return "'" + cell if cell.startswith(_FORMULA_START) else cell
+
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(GLOSSARY_CSV_COLUMNS)
+    for tag, term, aliases, note in rows:
+        writer.writerow([guard(tag), guard(term), guard("; ".join(aliases)), guard(note)])
+    return out.getvalue()
+
+
+def entries_from_csv(text: str) -> list[GlossaryEntry]:
+    """Entries from a glossary CSV kept next to a folder of documents (`manage.py evaluate`); rows
+    without a term are skipped; the tag column holds the tag's slug."""
+    return [GlossaryEntry(term=r.term, aliases=r.aliases, tag=r.tag) for r in read_glossary_csv(text) if r.term]

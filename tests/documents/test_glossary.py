@@ -12,7 +12,7 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 
 from documents import services
-from documents.models import GlossaryTerm
+from documents.models import GlossaryTerm, Tag
 from documents.selectors import glossary_entries_for
 from ragchat.services.glossary import GlossaryEntry, expand_query
 
@@ -134,6 +134,34 @@ def test_export_import_round_trip(people, tags):
     assert export_csv(client, GlossaryTerm.objects.values_list("pk", flat=True)) == exported
     # And over itself: nothing changes.
     assert "0 created, 0 updated, 4 unchanged, 0 skipped" in import_csv(client, text).content.decode()
+
+
+def test_export_guards_formula_cells_and_import_reads_them_back(people, tags):
+    # A cell a spreadsheet would run ("=HYPERLINK(...)", "+1", "@SUM") is exported with a leading
+    # "'" (OWASP CSV injection); the import takes the "'" off again, so a round trip changes nothing.
+    client = admin_client(people["admin"])
+    hr = Tag.objects.get(slug="hr")
+    term = GlossaryTerm.objects.create(
+        tag=hr, term='=HYPERLINK("http://evil")', aliases="+1 line\n@SUM", note="-2 days"
+    )
+    rows = export_csv(client, [term.pk])
+    assert rows[1] == ["hr", '\'=HYPERLINK("http://evil")', "'+1 line; @SUM", "'-2 days"]
+    GlossaryTerm.objects.all().delete()
+    buffer = io.StringIO()
+    csv.writer(buffer).writerows(rows)
+    assert "1 created" in import_csv(client, buffer.getvalue()).content.decode()
+    back = GlossaryTerm.objects.get()
+    assert (back.term, back.alias_list, back.note) == ('=HYPERLINK("http://evil")', ("+1 line", "@SUM"), "-2 days")
+
+
+def test_a_file_that_stops_being_csv_keeps_the_rows_before_and_names_the_line(people, tags):
+    # A field longer than the csv module's limit (128 KiB) makes the rest of the file unreadable.
+    client = admin_client(people["admin"])
+    text = "tag,term,aliases\nhr,PTO,paid time off\nhr,WFH,work from home\nhr,huge," + "x" * 140_000 + "\n"
+    page = import_csv(client, text).content.decode()
+    assert "2 created" in page and "line 4: not CSV (field larger than field limit" in page
+    assert "the rest of the file was not read" in page
+    assert sorted(GlossaryTerm.objects.values_list("term", flat=True)) == ["PTO", "WFH"]
 
 
 def test_admin_is_narrowed_to_the_admins_tenant(people, tags, other_tenant_tag, django_user_model):
