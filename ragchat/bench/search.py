@@ -16,6 +16,9 @@ from ragchat.bench.common import make_chunks, make_queries, pct
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import CachedEmbedder, HashingEmbedder
 from ragchat.services.vector_store import PUBLIC_TAG, EdgeBackend, ServerBackend, VectorService
+from ragchat.services.vector_store.access import access_conditions
+from ragchat.services.vector_store.backend import Stage
+from ragchat.services.vector_store.payload import DENSE
 
 
 async def search_bench(
@@ -62,7 +65,7 @@ async def search_bench(
         queries = make_queries(searches, rng)
         for query, tags in queries[:10]:  # warm-up
             await service.search(query, user_tags=tags)
-        search_ms, total_ms = [], []
+        search_ms, total_ms, recalls, dense_ms, exact_ms = [], [], [], [], []
         for query, tags in queries:
             timings: dict = {}
             results = await service.search(query, user_tags=tags, limit=15, timings=timings)
@@ -70,6 +73,11 @@ async def search_bench(
                 raise AssertionError("a search returned a chunk outside its access filter")
             search_ms.append(timings["search"])
             total_ms.append(timings["embed"] + timings["search"])
+            recall, approx_ms, scan_ms = await dense_recall(store, inner.embed_sync(query), tags)
+            if recall is not None:
+                recalls.append(recall)
+            dense_ms.append(approx_ms)
+            exact_ms.append(scan_ms)
         stats = await service.stats()
     finally:
         await service.close()
@@ -94,4 +102,27 @@ async def search_bench(
         "search_p95_ms": round(pct(search_ms, 0.95), 2),
         "embed_search_p50_ms": round(statistics.median(total_ms), 2),
         "embed_search_p95_ms": round(pct(total_ms, 0.95), 2),
+        "dense_recall@10": round(statistics.mean(recalls), 3) if recalls else None,
+        "dense_p50_ms": round(statistics.median(dense_ms), 2),
+        "dense_p95_ms": round(pct(dense_ms, 0.95), 2),
+        "exact_p50_ms": round(statistics.median(exact_ms), 2),
+        "exact_p95_ms": round(pct(exact_ms, 0.95), 2),
     }
+
+
+async def dense_recall(
+    store: Any, vector: list[float], tags: list[str], k: int = 10
+) -> tuple[float | None, float, float]:
+    """The dense stage as searches run it against an exact scan of the same filtered chunks:
+    (recall@k, tie-aware: a hit scoring at least the exact k-th counts; its ms; the scan's ms)."""
+    conditions = access_conditions(user_tags=tags, tenant_id="default")
+    t0 = time.perf_counter()
+    (approx,) = await store.search_stages([Stage(DENSE, vector, conditions, k)])
+    t1 = time.perf_counter()
+    (exact,) = await store.search_stages([Stage(DENSE, vector, conditions, k, exact=True)])
+    t2 = time.perf_counter()
+    if not exact:
+        return None, (t1 - t0) * 1000, (t2 - t1) * 1000
+    floor = exact[-1].score - 1e-6
+    found = min(len(exact), sum(1 for hit in approx if hit.score >= floor))
+    return found / len(exact), (t1 - t0) * 1000, (t2 - t1) * 1000

@@ -168,6 +168,12 @@ def format_table(report: dict) -> str:
             f"  p95 {row['search_p95_ms']:.1f} ms  (with query embedding p95 {row['embed_search_p95_ms']:.1f} ms;"
             f" upsert {row['upsert_chunks_per_s']} chunks/s)"
         )
+        if row.get("dense_recall@10") is not None:
+            lines.append(
+                f"recall   {row['backend']:<18} {row['chunks']:>6} chunks  dense stage recall@10 {row['dense_recall@10']:.3f}"
+                f" of the exact filtered top 10 (p50 {row['dense_p50_ms']:.1f} ms, p95 {row['dense_p95_ms']:.1f} ms;"
+                f" exact scan p50 {row['exact_p50_ms']:.1f} ms, p95 {row['exact_p95_ms']:.1f} ms)"
+            )
     chat = report.get("chat")
     if chat:
         t = chat["ttft"]

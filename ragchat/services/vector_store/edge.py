@@ -18,7 +18,15 @@ from typing import Any, TypeVar
 from ragchat.services.bm25 import SparseVec
 from ragchat.services.errors import VectorStoreError
 from ragchat.services.vector_store.access import Conditions
-from ragchat.services.vector_store.backend import CollectionMeta, Hit, Stage
+from ragchat.services.vector_store.backend import (
+    DENSE_HNSW_EF,
+    HNSW_EF_CONSTRUCT,
+    HNSW_M,
+    CollectionMeta,
+    Hit,
+    Stage,
+    full_scan_threshold_kb,
+)
 from ragchat.services.vector_store.payload import DENSE, KEYWORD_FIELDS, SPARSE, PointData
 
 T = TypeVar("T")
@@ -95,6 +103,11 @@ class EdgeBackend:
                     config = qe.EdgeConfig(
                         vectors={DENSE: qe.EdgeVectorParams(size=meta.dimension, distance=qe.Distance.Cosine)},
                         sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+                        hnsw_config=qe.HnswIndexConfig(
+                            m=HNSW_M,
+                            ef_construct=HNSW_EF_CONSTRUCT,
+                            full_scan_threshold=full_scan_threshold_kb(meta.dimension),
+                        ),
                     )
                     shard = qe.EdgeShard.create(self.shard_path, config)
                 handle = _EdgeHandle(shard)
@@ -203,6 +216,15 @@ class EdgeBackend:
             out.append(Hit(str(p.id), float(p.score), dict(p.payload or {}), vectors.get(DENSE)))
         return out
 
+    @staticmethod
+    def dense_params(*, exact: bool = False) -> Any:
+        """Filtered dense search: a wide beam and ACORN where the planner uses the graph."""
+        import qdrant_edge as qe
+
+        if exact:
+            return qe.SearchParams(exact=True)
+        return qe.SearchParams(hnsw_ef=DENSE_HNSW_EF, acorn=qe.AcornSearchParams(enable=True))
+
     async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
         import qdrant_edge as qe
 
@@ -217,6 +239,7 @@ class EdgeBackend:
                 filter=self._filter(stage.conditions),
                 with_payload=True,
                 with_vector=[DENSE] if stage.with_vector else False,
+                params=self.dense_params(exact=stage.exact) if stage.using == DENSE else None,
             )
 
         batch = qe.QueryBatchRequest([request(stage) for stage in stages])

@@ -13,7 +13,15 @@ from ragchat.services.bm25 import SparseVec
 from ragchat.services.errors import VectorStoreError
 from ragchat.services.retry import is_transient_error, retry_async
 from ragchat.services.vector_store.access import Conditions
-from ragchat.services.vector_store.backend import CollectionMeta, Hit, Stage
+from ragchat.services.vector_store.backend import (
+    DENSE_HNSW_EF,
+    HNSW_EF_CONSTRUCT,
+    HNSW_M,
+    CollectionMeta,
+    Hit,
+    Stage,
+    full_scan_threshold_kb,
+)
 from ragchat.services.vector_store.payload import DENSE, KEYWORD_FIELDS, SPARSE, PointData
 
 T = TypeVar("T")
@@ -100,6 +108,11 @@ class ServerBackend:
                 self.collection,
                 vectors_config={DENSE: m.VectorParams(size=meta.dimension, distance=m.Distance.COSINE)},
                 sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                hnsw_config=m.HnswConfigDiff(
+                    m=HNSW_M,
+                    ef_construct=HNSW_EF_CONSTRUCT,
+                    full_scan_threshold=full_scan_threshold_kb(meta.dimension),
+                ),
                 metadata=meta.as_dict(),
             )
             for key in KEYWORD_FIELDS:
@@ -156,6 +169,15 @@ class ServerBackend:
             out.append(Hit(str(p.id), float(p.score), dict(p.payload or {}), vectors.get(DENSE)))
         return out
 
+    @staticmethod
+    def dense_params(*, exact: bool = False) -> Any:
+        """Filtered dense search: a wide beam and ACORN where the planner uses the graph."""
+        from qdrant_client import models as m
+
+        if exact:
+            return m.SearchParams(exact=True)
+        return m.SearchParams(hnsw_ef=DENSE_HNSW_EF, acorn=m.AcornSearchParams(enable=True))
+
     async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
         from qdrant_client import models as m
 
@@ -170,6 +192,7 @@ class ServerBackend:
                 limit=stage.limit,
                 with_payload=True,
                 with_vector=[DENSE] if stage.with_vector else False,
+                params=self.dense_params(exact=stage.exact) if stage.using == DENSE else None,
             )
 
         requests = [request(stage) for stage in stages]
