@@ -280,6 +280,8 @@ def check_sentence(
     numbers = _numbers(_plain(text))
     if len(terms) < MIN_CLAIM_TERMS and not numbers:
         return "none", None, 0.0, ()
+    if plain.endswith(":") and not numbers:
+        return "none", None, 0.0, ()  # a lead-in ("Run this to see your days:") introduces, not states
     names = _names(_plain(text))
     negated = _negated(_plain(text))
     facts = (numbers, names, negated)

@@ -90,6 +90,11 @@ def test_code_blocks_hold_no_sentences():
         "Run this [SourceId: a]:\n\n```python\ndef days(year):\n    return 25\n```\n\nDone. Then:\n~~~\nx = 1. y = 2.\n"
     )
     assert [text[s:e] for s, e in split_sentences(text)] == ["Run this [SourceId: a]:", "Done.", "Then:"]
+    # The lead-in to the code states nothing to check; a lead-in with a figure still does.
+    assert statuses("Run this to see your leave days per calendar year:") == [
+        ("none", "Run this to see your leave days per calendar year:")
+    ]
+    assert statuses("Employees receive 30 days of leave per calendar year:")[0][0] == "unsupported"
 
 
 def test_report_shares_and_confidence_coverage():
