@@ -272,6 +272,47 @@ class ScratchServer:
         return result
 
 
+async def measure_open_websockets(server: ScratchServer, *, sockets: int) -> dict[str, Any]:
+    """The server's memory per open chat tab: RSS before, with `sockets` idle tabs connected (over
+    the scratch sessions, several tabs per chat as people keep them), and the difference per tab."""
+    from websockets.asyncio.client import connect
+
+    assert server.server is not None
+    pid = server.server.pid
+    before = process_rss_mb(pid)
+    stack: list[Any] = []
+    failed = 0
+    try:
+        for i in range(sockets):
+            session_id = server.sessions[i % len(server.sessions)]
+            try:
+                ws = await connect(
+                    f"ws://127.0.0.1:{server.port}/ws/chat/{session_id}/",
+                    origin=f"http://127.0.0.1:{server.port}",
+                    additional_headers={"Cookie": f"sessionid={server.cookie}"},
+                    max_size=None,
+                    open_timeout=60,
+                    ping_interval=None,
+                )
+            except Exception:  # counted: a tab that could not connect holds no memory
+                failed += 1
+                continue
+            stack.append(ws)
+        await asyncio.sleep(2.0)  # every consumer has joined its groups and sent its first frames
+        during = process_rss_mb(pid)
+    finally:
+        await asyncio.gather(*(ws.close() for ws in stack), return_exceptions=True)
+    opened = len(stack)
+    per_socket_kb = (during - before) * 1024 / opened if opened and during and before else None
+    return {
+        "sockets": opened,
+        "failed": failed,
+        "rss_before_mb": round(before, 1) if before else None,
+        "rss_open_mb": round(during, 1) if during else None,
+        "per_socket_kb": round(per_socket_kb, 1) if per_socket_kb is not None else None,
+    }
+
+
 async def measure_ttft(server: ScratchServer, *, samples: int, first_qid: int, tokens: int = 8) -> dict[str, Any]:
     server.set_delay(0.0)
     results = []
@@ -374,6 +415,7 @@ async def chat_bench(
     embedder: str,
     markdown: bool = False,
     split_pieces: bool = False,
+    open_sockets: int = 500,
     say=print,
 ) -> dict[str, Any]:
     sessions = 3 + ttft_samples + sum(concurrency)
@@ -383,6 +425,8 @@ async def chat_bench(
         await asyncio.to_thread(server.start)
         say("measuring time to first token")
         out["ttft"] = await measure_ttft(server, samples=ttft_samples, first_qid=0)
+        say(f"{open_sockets} open chat tabs")
+        out["open_websockets"] = await measure_open_websockets(server, sockets=open_sockets)
         qid = 3 + ttft_samples
         out["concurrent"] = []
         for n in concurrency:

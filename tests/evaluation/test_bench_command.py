@@ -40,11 +40,17 @@ def test_bench_quick_chat_streams_lose_no_tokens(tmp_path):
         assert run["added_latency_p95_ms"] is not None
     assert chat["server_peak_rss_mb"] > 0
     assert "lost 0 (in completed answers 0)" in out.getvalue()
+    # Memory per open chat tab: 100 idle tabs connected at once, all of them.
+    tabs = chat["open_websockets"]
+    assert tabs["sockets"] == 100 and tabs["failed"] == 0 and tabs["per_socket_kb"] is not None
+    assert "100 open chat tabs (failed 0)" in out.getvalue()
 
 
 @pytest.mark.asyncio
 async def test_search_and_ingest_benchmarks_report_their_figures():
     search = await search_bench(chunks=600, searches=20)
     assert search["chunks"] == 600 and search["search_p95_ms"] >= search["search_p50_ms"] > 0
+    # The dense stage against an exact scan of the same filtered chunks (tiny: exact anyway).
+    assert search["dense_recall@10"] == 1.0 and search["exact_p95_ms"] >= search["exact_p50_ms"] > 0
     ingest = await ingest_bench(embedder="hashing", rounds=1)
     assert ingest["documents"] == 25 and ingest["chunks"] > 25 and ingest["chunks_per_s"] > 0

@@ -149,6 +149,7 @@ class Command(BaseCommand):
                 token_interval=token_interval_ms / 1000,
                 split_pieces=split_pieces,
                 embedder=chat_embedder or ("hashing" if quick else "local"),
+                open_sockets=100 if quick else 500,
                 say=say,
             )
         return report
@@ -181,6 +182,12 @@ def format_table(report: dict) -> str:
             f"ttft     websocket, {chat['embedder']}, {chat['chunks']} chunks: p50 {t['ttft_p50_ms']} ms"
             f"  p95 {t['ttft_p95_ms']} ms  ({t['samples']} questions, zero-latency model, failed {t['failed']})"
         )
+        w = chat.get("open_websockets")
+        if w:
+            lines.append(
+                f"memory   {w['sockets']} open chat tabs (failed {w['failed']}): server RSS {w['rss_before_mb']} ->"
+                f" {w['rss_open_mb']} MB, {w['per_socket_kb']} KB per tab"
+            )
         for c in chat["concurrent"]:
             lines.append(
                 f"streams  {c['streams']:>4} concurrent x {c['tokens_per_stream']} tokens ({c['token_interval_ms']} ms/token,"
