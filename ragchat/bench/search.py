@@ -3,9 +3,14 @@ production path: access filter on every stage, dense + BM25, RRF, cosine scores)
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
 import random
 import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -79,6 +84,9 @@ async def search_bench(
             dense_ms.append(approx_ms)
             exact_ms.append(scan_ms)
         stats = await service.stats()
+    except BaseException:
+        shutil.rmtree(workdir, ignore_errors=True)
+        raise
     finally:
         await service.close()
         if client is not None:
@@ -88,6 +96,10 @@ async def search_bench(
                 except Exception:  # best effort: the scratch collection is uniquely named
                     pass
             await client.close()
+    try:
+        # The store's memory, in a process of its own once this one has closed the shard.
+        store_rss = await asyncio.to_thread(_store_rss, settings) if backend == "edge" else {}
+    finally:
         shutil.rmtree(workdir, ignore_errors=True)
     return {
         "backend": stats["backend"] if backend != "local" else "qdrant-client local",
@@ -102,6 +114,7 @@ async def search_bench(
         "search_p95_ms": round(pct(search_ms, 0.95), 2),
         "embed_search_p50_ms": round(statistics.median(total_ms), 2),
         "embed_search_p95_ms": round(pct(total_ms, 0.95), 2),
+        "store_rss_mb": store_rss.get("store_rss_mb"),
         "dense_recall@10": round(statistics.mean(recalls), 3) if recalls else None,
         "dense_p50_ms": round(statistics.median(dense_ms), 2),
         "dense_p95_ms": round(pct(dense_ms, 0.95), 2),
@@ -126,3 +139,21 @@ async def dense_recall(
     floor = exact[-1].score - 1e-6
     found = min(len(exact), sum(1 for hit in approx if hit.score >= floor))
     return found / len(exact), (t1 - t0) * 1000, (t2 - t1) * 1000
+
+
+def _store_rss(settings: RAGSettings) -> dict[str, Any]:
+    """The embedded store's memory once open and searched, in a fresh process (ragchat.bench.store_rss)."""
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "ragchat.bench.store_rss", settings.qdrant_path, settings.qdrant_collection, "50"],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    if done.returncode != 0:
+        return {}
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    before, after = figures.get("rss_before_mb"), figures.get("rss_open_mb")
+    return {"store_rss_mb": round(after - before, 1) if before and after else None}

@@ -52,5 +52,6 @@ async def test_search_and_ingest_benchmarks_report_their_figures():
     assert search["chunks"] == 600 and search["search_p95_ms"] >= search["search_p50_ms"] > 0
     # The dense stage against an exact scan of the same filtered chunks (tiny: exact anyway).
     assert search["dense_recall@10"] == 1.0 and search["exact_p95_ms"] >= search["exact_p50_ms"] > 0
+    assert search["store_rss_mb"] > 0  # the open store's memory, measured in a process of its own
     ingest = await ingest_bench(embedder="hashing", rounds=1)
     assert ingest["documents"] == 25 and ingest["chunks"] > 25 and ingest["chunks_per_s"] > 0

@@ -167,7 +167,7 @@ def format_table(report: dict) -> str:
         lines.append(
             f"search   {row['backend']:<18} {row['chunks']:>6} chunks  p50 {row['search_p50_ms']:.1f} ms"
             f"  p95 {row['search_p95_ms']:.1f} ms  (with query embedding p95 {row['embed_search_p95_ms']:.1f} ms;"
-            f" upsert {row['upsert_chunks_per_s']} chunks/s)"
+            f" upsert {row['upsert_chunks_per_s']} chunks/s; the open store adds {row.get('store_rss_mb')} MB RSS)"
         )
         if row.get("dense_recall@10") is not None:
             lines.append(
