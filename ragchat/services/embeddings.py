@@ -271,7 +271,25 @@ class OllamaEmbedder:
 # --------------------------------------------------------------------------- batching
 
 
-class QueryBatcher:
+class _Wrapper:
+    """An embedder in front of another: its name and dimension, and whatever else it does not
+    define itself (count_tokens, discover_dimension, ...), are the wrapped embedder's."""
+
+    inner: Embedder
+
+    @property
+    def model_name(self) -> str:
+        return self.inner.model_name
+
+    @property
+    def dimension(self) -> int:
+        return self.inner.dimension
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+class QueryBatcher(_Wrapper):
     """Concurrent `embed_query` calls share one model call.
 
     Embedding 200 queries one by one costs about 15 ms each on the local model, and they queue for
@@ -287,17 +305,6 @@ class QueryBatcher:
         self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _QueryQueue] = weakref.WeakKeyDictionary()
         self.batches = 0  # model calls made for queries, and the queries they embedded
         self.queries = 0
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_documents(texts)
@@ -346,7 +353,7 @@ class _QueryQueue:
 # --------------------------------------------------------------------------- cache
 
 
-class CachedEmbedder:
+class CachedEmbedder(_Wrapper):
     """LRU cache in front of an embedder, keyed by (model, kind, sha256(text)).
 
     The kind ("query"/"document") is part of the key because some models embed the same text
@@ -360,18 +367,6 @@ class CachedEmbedder:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-
-    @property
-    def model_name(self) -> str:
-        return self.inner.model_name
-
-    @property
-    def dimension(self) -> int:
-        return self.inner.dimension
-
-    def __getattr__(self, name: str) -> Any:
-        # count_tokens, discover_dimension, ... of the wrapped embedder
-        return getattr(self.inner, name)
 
     def _key(self, kind: str, text: str) -> tuple[str, str, str]:
         return (self.inner.model_name, kind, hashlib.sha256(text.encode("utf-8")).hexdigest())

@@ -82,6 +82,18 @@ def test_normalised_citations_are_extracted():
     assert [c.source_id for c in extract_citations(answer, CHUNKS)] == [f"{A}:0", f"{B}:3"]
 
 
+def fed_in_pieces(stream, text: str, rng: random.Random, *, longest: int) -> str:
+    """`text` fed to a streaming filter in random pieces of 1 to `longest` characters, then
+    finished: everything it gave out, joined."""
+    out, i = [], 0
+    while i < len(text):
+        j = i + rng.randint(1, longest)
+        out.append(stream.feed(text[i:j]))
+        i = j
+    out.append(stream.finish())
+    return "".join(out)
+
+
 STREAMED = [
     "You get 25 days [S1]. Book trains (Source 2), not planes [SourceId: " + A + ":7].",
     "According to Source 1, you get 25 days 【SourceId：" + A + ":0】; see [1, 2] and x[1].",
@@ -102,13 +114,7 @@ def test_streamed_pieces_join_to_the_normalised_answer(answer):
     rng = random.Random(answer)
     for _ in range(100):
         normalizer = CitationNormalizer(CHUNKS)
-        out, i = [], 0
-        while i < len(answer):
-            j = i + rng.randint(1, 6)
-            out.append(normalizer.feed(answer[i:j]))
-            i = j
-        out.append(normalizer.finish())
-        assert "".join(out) == whole
+        assert fed_in_pieces(normalizer, answer, rng, longest=6) == whole
         assert normalizer.text == whole
 
 
@@ -136,13 +142,7 @@ def test_thinking_never_reaches_the_answer(written, expected):
     assert strip_think(written) == expected
     rng = random.Random(written)
     for _ in range(100):
-        think, out, i = ThinkFilter(), [], 0
-        while i < len(written):
-            j = i + rng.randint(1, 5)
-            out.append(think.feed(written[i:j]))
-            i = j
-        out.append(think.finish())
-        assert "".join(out) == expected
+        assert fed_in_pieces(ThinkFilter(), written, rng, longest=5) == expected
 
 
 def test_a_reply_that_only_closes_its_thinking():
