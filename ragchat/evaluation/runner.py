@@ -21,6 +21,7 @@ questions, measure.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import random
@@ -37,7 +38,7 @@ from ragchat.evaluation import metrics
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import build_embedder
 from ragchat.services.glossary import GlossaryEntry, entries_from_csv, expand_query
-from ragchat.services.ingestion import STAGES, ingest_document
+from ragchat.services.ingestion import STAGES, IngestionResult, ingest_document
 from ragchat.services.retrieval import build_retrieval_query, get_quality_context
 from ragchat.services.types import ChatMessage, SearchResult
 from ragchat.services.vector_store import PUBLIC_TAG, SEARCH_MODES, VectorService
@@ -125,38 +126,58 @@ def corpus_files(folder: str | Path) -> list[tuple[str, str]]:
 
 
 async def ingest_folder(
-    service: VectorService, *, folder: str | Path, settings: RAGSettings, intruder_twins: bool = True
+    service: VectorService,
+    *,
+    folder: str | Path,
+    settings: RAGSettings,
+    intruder_twins: bool = True,
+    concurrency: int = 2,
 ) -> CorpusIndex:
-    """Every file through the product's ingestion pipeline (and, unless told not to, its
-    intruder-tenant twin: the same chunks and vectors under another tenant and document id)."""
+    """Every file through the product's ingestion pipeline, `concurrency` at once as the server
+    ingests them (RAGCHAT_INGEST_CONCURRENCY, 2 by default: one file is parsed while another is
+    embedded), and, unless told not to, its intruder-tenant twin: the same chunks and vectors under
+    another tenant and document id."""
     started = time.perf_counter()
     index = CorpusIndex(documents={}, tags={}, chunks=0)
-    for relative, tag in corpus_files(folder):
-        document_id = str(uuid.uuid4())
-        try:
-            result = await ingest_document(
-                data=(Path(folder) / relative).read_bytes(),
-                filename=PurePosixPath(relative).name,
-                document_id=document_id,
-                tenant_id=TENANT,
-                tags=(tag,),
-                fallback_name=relative,
-                metadata={"path": relative},
-                store=service,
-                embedder=service.embedder,
-                settings=settings,
-                keep_vectors=intruder_twins,
-            )
-        except Exception as e:  # a file the product would fail: reported, not fatal, nothing left behind
-            await service.delete_document(document_id, tenant_id=TENANT)
-            index.failed[relative] = f"{type(e).__name__}: {e}"
+    gate = asyncio.Semaphore(max(1, concurrency))
+
+    async def one(relative: str, tag: str) -> tuple[str, IngestionResult]:
+        async with gate:
+            document_id = str(uuid.uuid4())
+            try:
+                result = await ingest_document(
+                    data=(Path(folder) / relative).read_bytes(),
+                    filename=PurePosixPath(relative).name,
+                    document_id=document_id,
+                    tenant_id=TENANT,
+                    tags=(tag,),
+                    fallback_name=relative,
+                    metadata={"path": relative},
+                    store=service,
+                    embedder=service.embedder,
+                    settings=settings,
+                    keep_vectors=intruder_twins,
+                )
+            except Exception:  # a file the product would fail: reported, not fatal, nothing left behind
+                await service.delete_document(document_id, tenant_id=TENANT)
+                raise
+            if intruder_twins:
+                twin_id = str(uuid.uuid4())
+                twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in result.records]
+                await service.upsert_chunks(twins, result.vectors)
+            return document_id, result
+
+    files = list(corpus_files(folder))
+    outcomes = await asyncio.gather(*(one(relative, tag) for relative, tag in files), return_exceptions=True)
+    for (relative, tag), outcome in zip(files, outcomes, strict=True):
+        if isinstance(outcome, BaseException):
+            if not isinstance(outcome, Exception):
+                raise outcome
+            index.failed[relative] = f"{type(outcome).__name__}: {outcome}"
             continue
+        document_id, result = outcome
         for stage, seconds in result.timings.as_dict().items():
             index.stage_seconds[stage] += seconds
-        if intruder_twins:
-            twin_id = str(uuid.uuid4())
-            twins = [replace(r, document_id=twin_id, tenant_id=INTRUDER_TENANT) for r in result.records]
-            await service.upsert_chunks(twins, result.vectors)
         index.documents[relative] = document_id
         index.tags[relative] = tag
         index.chunks += result.chunk_count

@@ -63,6 +63,10 @@ class RAGSettings:
     # Embeddings: "local" (sentence-transformers, offline), "ollama", or "hashing" (fast stand-in).
     embedding_backend: str = "local"
     embedding_model: str = "all-MiniLM-L6-v2"
+    # How the local model runs: "onnx-int8" (ONNX Runtime, 8-bit weights), "onnx" (float32) or "torch";
+    # the ONNX files are exported once from the packaged weights into embedding_onnx_dir.
+    embedding_runtime: str = "onnx-int8"
+    embedding_onnx_dir: str = ""
     embedding_batch_size: int = 32
     embedding_cache_size: int = 10_000
     # Concurrent question embeddings share one model call of at most this many (1 = one by one).

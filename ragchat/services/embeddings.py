@@ -1,6 +1,6 @@
 """Embedders: turn text into dense vectors (R-RET-8) behind one small protocol, plus a cache (R-RET-5).
 
-- LocalEmbedder: all-MiniLM-L6-v2 in-process through sentence-transformers, offline, CPU.
+- LocalEmbedder: all-MiniLM-L6-v2 in-process, offline, CPU: on ONNX Runtime (int8 by default) or torch.
 - OllamaEmbedder: Ollama's /api/embed through langchain-ollama (e.g. nomic-embed-text).
 - HashingEmbedder: deterministic feature-hashing bag of words; a fast stand-in for benchmarks/tests.
 - QueryBatcher: concurrent query embeddings share one model call (a burst of questions).
@@ -87,29 +87,50 @@ def _load_local_model() -> Any:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 in-process (384 dims, 256 word-piece window); work runs in a worker thread."""
+    """all-MiniLM-L6-v2 in-process (384 dims, 256 word-piece window); work runs in a worker thread.
+
+    `runtime` picks how the same model runs: "onnx-int8" (default: ONNX Runtime, weights quantized to
+    8 bit, the fastest on a CPU), "onnx" (ONNX Runtime, float32: the torch model's vectors) or
+    "torch" (sentence-transformers). All three give vectors of the same model, so they share one
+    collection (ragchat/services/onnx_model.py; the figures in README "Evaluation and benchmarks")."""
 
     model_name = LOCAL_MODEL_NAME
     dimension = LOCAL_DIMENSION
     max_tokens = LOCAL_MAX_SEQ_LENGTH
 
-    def __init__(self, *, batch_size: int = 32) -> None:
+    def __init__(self, *, batch_size: int = 32, runtime: str = "onnx-int8", onnx_dir: str = "") -> None:
+        from ragchat.services.onnx_model import RUNTIMES
+
+        if runtime not in RUNTIMES:
+            raise ValueError(f"EMBEDDING_RUNTIME={runtime!r}: expected one of {', '.join(RUNTIMES)}")
         self.batch_size = batch_size
+        self.runtime = runtime
+        self.onnx_dir = onnx_dir
 
     @property
     def model(self) -> Any:
-        return _load_local_model()
+        """The loaded model: a SentenceTransformer (torch) or an OnnxModel."""
+        if self.runtime == "torch":
+            return _load_local_model()
+        from ragchat.services import onnx_model
+
+        return onnx_model.load(
+            self.onnx_dir or None, self.runtime, max_tokens=LOCAL_MAX_SEQ_LENGTH, batch_size=self.batch_size
+        )
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         try:
-            array = self.model.encode(
+            model = self.model
+            if self.runtime != "torch":
+                return model.encode(texts)
+            array = model.encode(
                 texts,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,
                 convert_to_numpy=True,
                 show_progress_bar=False,
             )
-        except Exception as e:  # torch/tokenizer failures surface as one error class
+        except Exception as e:  # runtime/tokenizer failures surface as one error class
             raise EmbeddingError(f"local embedding failed: {e}") from e
         return array.astype("float32").tolist()
 
@@ -126,7 +147,10 @@ class LocalEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """Word pieces the model sees for `text` (without [CLS]/[SEP]); used to size chunks."""
-        return len(self.model.tokenizer.tokenize(text))
+        model = self.model
+        if self.runtime != "torch":
+            return model.count_tokens(text)
+        return len(model.tokenizer.tokenize(text))
 
 
 # --------------------------------------------------------------------------- hashing
@@ -426,7 +450,11 @@ def build_embedder(settings: RAGSettings) -> Embedder:
     backend = settings.embedding_backend.strip().lower()
     inner: Embedder
     if backend == "local":
-        inner = LocalEmbedder(batch_size=settings.embedding_batch_size)
+        inner = LocalEmbedder(
+            batch_size=settings.embedding_batch_size,
+            runtime=settings.embedding_runtime.strip().lower(),
+            onnx_dir=settings.embedding_onnx_dir,
+        )
     elif backend == "ollama":
         inner = OllamaEmbedder(
             model=settings.embedding_model,

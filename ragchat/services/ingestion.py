@@ -2,8 +2,9 @@
 
 Stages, in order: parse (bytes -> pages and sections), chunk (sized to the embedder's tokenizer),
 embed (in batches of `embedding_batch_size`) and upsert (the document's old chunks go first, so a
-new version or a re-index replaces them; the stored count is checked at the end). Embedding and
-upserting alternate batch by batch, so a long document never holds all its vectors at once.
+new version or a re-index replaces them; the stored count is checked at the end). The store writes
+one batch while the model embeds the next, so a long document never holds all its vectors at once
+and neither waits for the other.
 
 Every caller goes through `ingest_document()`: the documents app (uploads, re-index, the
 `ingest_folder` and `demo_data` commands) and `manage.py evaluate` / `manage.py bench`, so the
@@ -216,16 +217,30 @@ async def _embed_and_upsert(
     kept: list[list[float]] = []
     total = len(records)
     done = 0
-    for start in range(0, total, batch_size):
-        run.check()
-        batch = records[start : start + batch_size]
-        embedded = await run.timed("embed", embedder.embed_documents([r.chunk_text for r in batch]))
-        await run.report("embed", done + len(batch), total)
-        await run.timed("upsert", store.upsert_chunks(batch, embedded))
-        done += len(batch)
-        if keep_vectors:
-            kept.extend(embedded)
-        await run.report("upsert", done, total)
+    # The store writes batch k while the model embeds batch k + 1 (at most one write in flight).
+    writing: asyncio.Future[int] | None = None
+    try:
+        for start in range(0, total, batch_size):
+            run.check()
+            batch = records[start : start + batch_size]
+            embedded = await run.timed("embed", embedder.embed_documents([r.chunk_text for r in batch]))
+            await run.report("embed", done + len(batch), total)
+            if writing is not None:
+                await writing
+                writing = None
+                await run.report("upsert", done, total)
+                run.check()
+            writing = asyncio.ensure_future(run.timed("upsert", store.upsert_chunks(batch, embedded)))
+            done += len(batch)
+            if keep_vectors:
+                kept.extend(embedded)
+        if writing is not None:
+            await writing
+            writing = None
+            await run.report("upsert", done, total)
+    finally:
+        if writing is not None:  # failed or cancelled mid-way: the write in flight ends before the caller purges
+            await asyncio.gather(writing, return_exceptions=True)
     stored = await run.timed("upsert", store.count(document_id=document_id, tenant_id=tenant_id))
     if stored != total:
         raise VectorStoreError(f"expected {total} chunks in the index, found {stored}")

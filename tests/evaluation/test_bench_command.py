@@ -55,3 +55,23 @@ async def test_search_and_ingest_benchmarks_report_their_figures():
     assert search["store_rss_mb"] > 0  # the open store's memory, measured in a process of its own
     ingest = await ingest_bench(embedder="hashing", rounds=1)
     assert ingest["documents"] == 25 and ingest["chunks"] > 25 and ingest["chunks_per_s"] > 0
+
+
+def test_peers_bench_compares_systems_on_the_same_data(monkeypatch):
+    from ragchat.bench import peers
+    from ragchat.management.commands.bench import format_table
+
+    rows = peers.peers_bench(chunks=800, searches=20, systems=("numpy", "ragchat"))
+    by_system = {row["system"]: row for row in rows}
+    # The exact scan is the truth; the product's store finds the same top 10 through its access filter.
+    assert by_system["numpy"]["recall@10"] == 1.0
+    assert by_system["ragchat"]["recall@10"] == 1.0
+    for row in rows:
+        assert row["chunks"] == 800 and row["p95_ms"] >= row["p50_ms"] > 0 and row["build_s"] >= 0
+        assert row["rss_mb"] is not None
+    # A peer that is not installed is named as such, not silently left out.
+    monkeypatch.setitem(peers._MODULES, "lancedb", "no_such_module_for_the_bench")
+    (missing,) = peers.peers_bench(chunks=50, searches=2, systems=("lancedb",))
+    assert missing == {"system": "lancedb", "chunks": 50, "skipped": "not installed: pip install '.[peers]'"}
+    table = format_table({"peers": [*rows, missing]})
+    assert "x the exact scan's p95" in table and "lancedb" in table and "not installed" in table

@@ -3,6 +3,7 @@ and the hashing embedder: stages in order, timings, progress, cancellation, repl
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import uuid
 
@@ -186,3 +187,61 @@ async def test_a_failing_progress_callback_stops_the_pipeline(store, settings):
             store, settings, make_text(lorem_sentences(60, seed=8)), document_id=document_id, progress=progress
         )
     assert await store.count(document_id=document_id) == 4  # one batch, then the caller's purge
+
+
+class _Recorded:
+    """The real store and embedder, each call taking a moment and leaving a mark in one log."""
+
+    def __init__(self, store: VectorService, log: list[str]) -> None:
+        self.store, self.log = store, log
+        self.embeds = self.writes = 0
+
+    def count_tokens(self, text: str) -> int:
+        return self.store.embedder.count_tokens(text)
+
+    async def embed_documents(self, texts):
+        self.embeds += 1
+        n = self.embeds
+        self.log.append(f"embed {n} start")
+        await asyncio.sleep(0.02)
+        vectors = await self.store.embedder.embed_documents(texts)
+        self.log.append(f"embed {n} end")
+        return vectors
+
+    async def upsert_chunks(self, chunks, vectors=None):
+        self.writes += 1
+        n = self.writes
+        self.log.append(f"write {n} start")
+        await asyncio.sleep(0.02)
+        stored = await self.store.upsert_chunks(chunks, vectors)
+        self.log.append(f"write {n} end")
+        return stored
+
+    async def delete_document(self, document_id, *, tenant_id=None):
+        return await self.store.delete_document(document_id, tenant_id=tenant_id)
+
+    async def count(self, *, document_id=None, tenant_id=None):
+        return await self.store.count(document_id=document_id, tenant_id=tenant_id)
+
+
+async def test_the_store_writes_one_batch_while_the_next_is_embedded(store, settings):
+    log: list[str] = []
+    recorded = _Recorded(store, log)
+    result = await ingest_document(
+        data=make_text(lorem_sentences(60, seed=9)),
+        filename="policy.txt",
+        document_id=new_id(),
+        tenant_id=TENANT,
+        tags=("finance",),
+        fallback_name="policy.txt",
+        store=recorded,
+        embedder=recorded,
+        settings=settings,
+    )
+    batches = -(-result.chunk_count // 4)
+    assert batches >= 3 and recorded.embeds == recorded.writes == batches
+    assert await store.count(document_id=result.document_id) == result.chunk_count
+    for k in range(1, batches):
+        # batch k's write is under way while batch k + 1 is embedded; never two writes at once
+        assert log.index(f"embed {k + 1} start") < log.index(f"write {k} end")
+        assert log.index(f"write {k} end") < log.index(f"write {k + 1} start")

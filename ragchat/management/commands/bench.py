@@ -29,6 +29,13 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_out", help="also write the report here")
         parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
         parser.add_argument(
+            "--peers",
+            action="store_true",
+            help="also load the search bench's chunks and queries into the systems one might pick instead"
+            " (NumPy exact scan; LanceDB and Chroma when installed: pip install '.[peers]') and compare"
+            " build time, p50/p95, recall@10 and memory side by side",
+        )
+        parser.add_argument(
             "--token-interval-ms",
             type=float,
             default=20.0,
@@ -74,6 +81,7 @@ class Command(BaseCommand):
         tokens=None,
         streams=None,
         split_pieces=False,
+        peers=False,
         **options,
     ):
         quiet = logging.getLogger("ragchat")
@@ -90,6 +98,7 @@ class Command(BaseCommand):
                     tokens=tokens,
                     streams=streams,
                     split_pieces=split_pieces,
+                    peers=peers,
                 )
             )
         finally:
@@ -111,6 +120,7 @@ class Command(BaseCommand):
         tokens: int | None = None,
         streams: list[int] | None = None,
         split_pieces: bool = False,
+        peers: bool = False,
     ) -> dict:
         from ragchat.bench.chat_load import chat_bench
         from ragchat.bench.ingest import ingest_bench
@@ -139,6 +149,12 @@ class Command(BaseCommand):
                     report["search"].append(
                         await search_bench(chunks=size, searches=searches, backend="server", qdrant_url=qdrant_url)
                     )
+        if peers:
+            from ragchat.bench.peers import peers_bench
+
+            size = 10_000 if quick else 100_000
+            say(f"peers, {size} chunks, each system in a process of its own")
+            report["peers"] = await asyncio.to_thread(peers_bench, chunks=size, searches=100 if quick else 300)
         if "chat" not in skip:
             report["chat"] = await chat_bench(
                 chunks=2_000 if quick else 10_000,
@@ -175,6 +191,18 @@ def format_table(report: dict) -> str:
                 f" of the exact filtered top 10 (p50 {row['dense_p50_ms']:.1f} ms, p95 {row['dense_p95_ms']:.1f} ms;"
                 f" exact scan p50 {row['exact_p50_ms']:.1f} ms, p95 {row['exact_p95_ms']:.1f} ms)"
             )
+    peers = report.get("peers") or []
+    exact = next((row for row in peers if row["system"] == "numpy" and "p50_ms" in row), None)
+    for row in peers:
+        if "skipped" in row:
+            lines.append(f"peers    {row['system']:<18} {row['chunks']:>6} chunks  {row['skipped']}")
+            continue
+        versus = f"; {row['p95_ms'] / exact['p95_ms']:.2f}x the exact scan's p95" if exact and exact["p95_ms"] else ""
+        lines.append(
+            f"peers    {row['system']:<18} {row['chunks']:>6} chunks  build {row['build_s']:.1f} s"
+            f"  p50 {row['p50_ms']:.1f} ms  p95 {row['p95_ms']:.1f} ms  recall@10 {row['recall@10']:.3f}"
+            f"  RSS +{row['rss_mb']} MB{versus}"
+        )
     chat = report.get("chat")
     if chat:
         t = chat["ttft"]

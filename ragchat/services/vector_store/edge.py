@@ -150,6 +150,11 @@ class EdgeBackend:
         except Exception as e:
             raise VectorStoreError(f"cannot open Qdrant Edge shard at {self.shard_path}: {e}") from e
 
+    async def settle(self) -> None:
+        """Build what the engine builds lazily (the HNSW graph, optimized segments), as an index
+        that has been left alone for a while would have it."""
+        await self._run(lambda: self._shard.optimize(), write=True)
+
     async def close(self) -> None:
         await asyncio.to_thread(self.release_sync)
 

