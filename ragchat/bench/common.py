@@ -21,8 +21,11 @@ WORDS = (
 ).split()
 
 
-def make_chunks(n: int, rng: random.Random, *, chunks_per_document: int = 20) -> list[ChunkRecord]:
-    """Realistic-looking chunks (120-180 words, an error code) of documents with ~8 tags, 2 tenants."""
+def make_chunks(
+    n: int, rng: random.Random, *, chunks_per_document: int = 20, texts: Sequence[str] | None = None
+) -> list[ChunkRecord]:
+    """Realistic-looking chunks (120-180 words, an error code) of documents with ~8 tags, 2 tenants;
+    with `texts`, those texts (the i-th chunk gets texts[i]) under the same documents, tags and tenants."""
     chunks = []
     doc = ""
     tags: tuple[str, ...] = (PUBLIC_TAG,)
@@ -35,12 +38,13 @@ def make_chunks(n: int, rng: random.Random, *, chunks_per_document: int = 20) ->
         words = rng.choices(WORDS, k=rng.randint(120, 180))
         code = f"ERR-{rng.randint(1000, 9999)}"
         index = i % chunks_per_document
+        text = texts[i] if texts is not None else f"Section {index}: {code} " + " ".join(words) + "."
         chunks.append(
             ChunkRecord(
                 document_id=doc,
                 chunk_index=index,
                 document_name=f"doc-{i // chunks_per_document}.pdf",
-                chunk_text=f"Section {index}: {code} " + " ".join(words) + ".",
+                chunk_text=text,
                 tags=tags,
                 tenant_id=tenant,
                 page_number=index // 3 + 1,

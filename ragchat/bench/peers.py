@@ -41,17 +41,24 @@ K = 10
 TENANT = "default"
 
 
-def write_data(directory: Path, *, chunks: int, searches: int, seed: int = 4) -> None:
-    """The chunks, their vectors and the queries, once, for every system to load."""
-    from ragchat.services.embeddings import HashingEmbedder
-
+def write_data(directory: Path, *, chunks: int, searches: int, seed: int = 4, real: bool = False) -> None:
+    """The chunks, their vectors and the queries, once, for every system to load. `real`: passages
+    of real prose on this machine embedded by the local model (real_set), else the hashing vectors
+    of the bench's synthetic chunks."""
     rng = random.Random(seed)
-    embedder = HashingEmbedder()
-    records = make_chunks(chunks, rng)
-    vectors = np.array([embedder.embed_sync(r.chunk_text) for r in records], dtype=np.float32)
     queries = make_queries(searches, rng)
+    if real:
+        texts, vectors, query_vectors = real_set(chunks, searches, seed=seed)
+        records = make_chunks(chunks, rng, texts=texts)
+    else:
+        from ragchat.services.embeddings import HashingEmbedder
+
+        embedder = HashingEmbedder()
+        records = make_chunks(chunks, rng)
+        vectors = np.array([embedder.embed_sync(r.chunk_text) for r in records], dtype=np.float32)
+        query_vectors = np.array([embedder.embed_sync(q) for q, _ in queries], dtype=np.float32)
     np.save(directory / "vectors.npy", vectors)
-    np.save(directory / "queries.npy", np.array([embedder.embed_sync(q) for q, _ in queries], dtype=np.float32))
+    np.save(directory / "queries.npy", query_vectors)
     meta = {
         "chunks": [
             {"document_id": r.document_id, "chunk_index": r.chunk_index, "tenant": r.tenant_id, "tags": list(r.tags)}
@@ -60,6 +67,83 @@ def write_data(directory: Path, *, chunks: int, searches: int, seed: int = 4) ->
         "query_tags": [tags for _, tags in queries],
     }
     (directory / "meta.json").write_text(json.dumps(meta))
+
+
+# ------------------------------------------------------------------------------- the real set
+
+PASSAGE_WORDS = 110
+
+
+def _prose() -> Any:
+    """Real English prose found on any machine of ours, in a fixed order: the descriptions of the
+    installed Python packages, then Debian's documentation (changelogs, READMEs, copyright notes)."""
+    import gzip
+    from importlib import metadata
+
+    names = sorted({(d.metadata["Name"] or "").lower() for d in metadata.distributions()} - {""})
+    for name in names:
+        body = metadata.metadata(name).get_payload()  # type: ignore[attr-defined]
+        if isinstance(body, str):
+            yield body
+    root = Path("/usr/share/doc")
+    for path in sorted(root.rglob("*")) if root.is_dir() else []:
+        if not path.is_file() or path.stat().st_size > 2_000_000:
+            continue
+        try:
+            yield gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+        except (OSError, UnicodeDecodeError, gzip.BadGzipFile, EOFError):
+            continue
+
+
+def real_texts(n: int) -> list[str]:
+    """`n` distinct passages of PASSAGE_WORDS words of that prose."""
+    seen: set[str] = set()
+    passages: list[str] = []
+    for text in _prose():
+        words = [w for w in text.split() if any(c.isalpha() for c in w)]
+        for start in range(0, len(words) - PASSAGE_WORDS + 1, PASSAGE_WORDS):
+            passage = " ".join(words[start : start + PASSAGE_WORDS])
+            if passage not in seen:
+                seen.add(passage)
+                passages.append(passage)
+                if len(passages) == n:
+                    return passages
+    raise RuntimeError(f"only {len(passages)} passages of real prose on this machine; asked for {n}")
+
+
+def real_set(n: int, searches: int, *, seed: int = 4) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The passages, their vectors from the local model (as configured: EMBEDDING_RUNTIME) and
+    `searches` questions (a few words from a passage, as someone recalls them), embedded by the same
+    model. Vectors are cached under ~/.cache/ragchat/bench: embedding 20k passages takes minutes."""
+    from ragchat.services.embeddings import LocalEmbedder
+    from ragchat.services.onnx_model import default_dir
+
+    runtime = os.environ.get("EMBEDDING_RUNTIME", "") or "onnx-int8"
+    texts = real_texts(n)
+    rng = random.Random(seed)
+    questions = []
+    for _ in range(searches):
+        words = rng.choice(texts).split()
+        start = rng.randrange(0, len(words) - 12)
+        questions.append(" ".join(words[start : start + rng.randint(5, 12)]))
+    cache = default_dir().parent / "bench" / f"real-{n}-{searches}-{seed}-{runtime}.npz"
+    if cache.exists():
+        stored = np.load(cache)
+        return texts, stored["vectors"], stored["queries"]
+    embedder = LocalEmbedder(runtime=runtime)
+    loop = asyncio.new_event_loop()
+    try:
+        vectors = []
+        for start in range(0, n, 512):
+            vectors.extend(loop.run_until_complete(embedder.embed_documents(texts[start : start + 512])))
+            print(f"embedded {min(n, start + 512)} of {n} passages", file=sys.stderr, flush=True)
+        queries = loop.run_until_complete(embedder.embed_queries(questions))
+    finally:
+        loop.close()
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    out = {"vectors": np.array(vectors, dtype=np.float32), "queries": np.array(queries, dtype=np.float32)}
+    np.savez(cache, **out)
+    return texts, out["vectors"], out["queries"]
 
 
 class _Data:
@@ -87,13 +171,19 @@ def _numpy(data: _Data, workdir: Path) -> tuple[float, Any]:
     build = time.perf_counter() - t0
 
     def search(vector: np.ndarray, tags: list[str]) -> list[int]:
+        # Every row scored in one pass over memory, the filtered-out ones then set aside: cheaper
+        # than first gathering the allowed rows (a copy of half the matrix).
         mask = has[PUBLIC_TAG].copy()
         for tag in tags:
             mask |= has[tag]
-        rows = np.flatnonzero(mask & tenant)
-        scores = matrix[rows] @ vector
-        top = np.argpartition(-scores, min(K, len(rows) - 1))[:K] if len(rows) > K else np.arange(len(rows))
-        return rows[top[np.argsort(-scores[top])]].tolist()
+        mask &= tenant
+        scores = matrix @ vector
+        scores[~mask] = -np.inf
+        allowed = int(mask.sum())
+        if allowed == 0:
+            return []
+        top = np.argpartition(-scores, K)[:K] if allowed > K else np.flatnonzero(mask)
+        return [int(r) for r in top[np.argsort(-scores[top])] if mask[r]][:K]
 
     return build, search
 
@@ -247,7 +337,9 @@ def run_system(system: str, directory: Path) -> dict[str, Any]:
     }
 
 
-def peers_bench(*, chunks: int, searches: int = 200, systems: tuple[str, ...] = SYSTEMS) -> list[dict[str, Any]]:
+def peers_bench(
+    *, chunks: int, searches: int = 200, systems: tuple[str, ...] = SYSTEMS, real: bool = False
+) -> list[dict[str, Any]]:
     """Every system on the same data, each in a process of its own; a row each (skipped ones say why)."""
     import importlib.util
 
@@ -255,7 +347,7 @@ def peers_bench(*, chunks: int, searches: int = 200, systems: tuple[str, ...] = 
     repo = Path(__file__).resolve().parents[2]
     rows = []
     try:
-        write_data(directory, chunks=chunks, searches=searches)
+        write_data(directory, chunks=chunks, searches=searches, real=real)
         for system in systems:
             module = _MODULES.get(system)
             if module and importlib.util.find_spec(module) is None:
@@ -273,7 +365,7 @@ def peers_bench(*, chunks: int, searches: int = 200, systems: tuple[str, ...] = 
                 reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
                 rows.append({"system": system, "chunks": chunks, "skipped": f"failed: {reason[:200]}"})
                 continue
-            rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            rows.append({**json.loads(done.stdout.strip().splitlines()[-1]), "vectors": "real" if real else "hashing"})
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return rows

@@ -52,3 +52,18 @@ def test_ingest_folder_reports_a_summary(rag_runtime, vectors, tmp_path, tags, p
     assert vectors.count() == sum(d.chunk_count for d in Document.objects.all()) == 2
     with pytest.raises(CommandError, match="No tag 'nope'"):
         call_command("ingest_folder", str(folder), "--tag", "nope", stdout=io.StringIO())
+
+
+def test_settle_index_settles_the_store_and_search_finds_the_same(rag_runtime, vectors, tmp_path, tags, people):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(6):
+        (folder / f"doc{i}.txt").write_bytes(make_text([f"Policy {i}: reimbursement of travel expenses {i}."] * 20))
+    call_command("ingest_folder", str(folder), "--tag", "finance", stdout=io.StringIO(), verbosity=0)
+    before = [(r.document_id, r.chunk_index) for r in vectors.search("travel expenses", user_tags=["finance"])]
+    out = io.StringIO()
+    call_command("settle_index", stdout=out)
+    total = vectors.count()
+    assert f"Settled the vector store ({total} chunks) in" in out.getvalue() and total >= 6
+    after = [(r.document_id, r.chunk_index) for r in vectors.search("travel expenses", user_tags=["finance"])]
+    assert after == before and after

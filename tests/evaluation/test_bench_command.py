@@ -75,3 +75,18 @@ def test_peers_bench_compares_systems_on_the_same_data(monkeypatch):
     assert missing == {"system": "lancedb", "chunks": 50, "skipped": "not installed: pip install '.[peers]'"}
     table = format_table({"peers": [*rows, missing]})
     assert "x the exact scan's p95" in table and "lancedb" in table and "not installed" in table
+
+
+@pytest.mark.slow  # embeds 300 passages with the local model
+def test_peers_bench_on_real_prose_with_the_local_model(monkeypatch, tmp_path):
+    from ragchat.bench import peers
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the vectors' cache
+    texts = peers.real_texts(300)
+    assert len(set(texts)) == 300 and all(len(t.split()) == peers.PASSAGE_WORDS for t in texts)
+    rows = peers.peers_bench(chunks=300, searches=10, systems=("numpy", "ragchat"), real=True)
+    assert [(r["system"], r["vectors"], r["recall@10"]) for r in rows] == [
+        ("numpy", "real", 1.0),
+        ("ragchat", "real", 1.0),
+    ]
+    assert list((tmp_path / "ragchat" / "bench").glob("real-300-10-4-*.npz"))  # a second run reuses them

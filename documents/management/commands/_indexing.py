@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import logging
+import time
+
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management.base import CommandError
 
 from ragchat import runtime
 from ragchat.services.errors import VectorStoreError
+
+logger = logging.getLogger(__name__)
 
 
 def open_vector_store() -> None:
@@ -27,5 +32,26 @@ def open_vector_store() -> None:
         ) from e
 
 
-def close_vector_store() -> None:
-    runtime.reset()  # flushes and releases the embedded store for the server that starts next
+def settle_vector_store() -> float:
+    """Let the store finish what it builds lazily (segments, 8-bit vectors, graphs: the fast
+    filtered search); the seconds it took. The embedded store can do this only in a process that
+    serves nobody (EdgeBackend.settle), so the indexing commands do it as they finish."""
+
+    async def settle() -> float:
+        started = time.perf_counter()
+        await (await runtime.ready_vector_service()).settle()
+        return time.perf_counter() - started
+
+    return async_to_sync(settle)()
+
+
+def close_vector_store(*, settle: bool = True) -> None:
+    try:
+        if settle:
+            settle_vector_store()
+    except Exception as e:  # searches stay right, only slower; the command's own outcome stands
+        logger.warning(
+            "the vector store could not settle: %s; run `manage.py settle_index`", e, extra={"event": "settle_failed"}
+        )
+    finally:
+        runtime.reset()  # flushes and releases the embedded store for the server that starts next

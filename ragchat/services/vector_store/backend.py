@@ -19,12 +19,18 @@ from ragchat.services.vector_store.payload import PointData
 # stores therefore (1) let the query planner scan exactly whenever the filter leaves at most
 # EXACT_SEARCH_MAX_POINTS chunks (Qdrant's full_scan_threshold, in kilobytes of vectors; the
 # keyword payload indexes are made with the collection, before any graph, so the planner knows the
-# filter's cardinality), and (2) search bigger filtered sets with a wider beam (hnsw_ef) and ACORN,
-# Qdrant's filter-aware graph traversal.
+# filter's cardinality), and (2) search bigger filtered sets with a wider beam (hnsw_ef).
+#
+# A settled index (see `settle()`) also keeps (3) an 8-bit copy of every dense vector in memory
+# (scalar quantization): a scan reads a quarter of the bytes, then rescores DENSE_OVERSAMPLING x
+# limit candidates with the full vectors, and (4) DENSE_SEGMENTS segments, searched in parallel.
+# On the bench's 100k chunks, settled: recall@10 0.999, p50 7 ms (exact float scan: 12 ms).
 EXACT_SEARCH_MAX_POINTS = 100_000
 DENSE_HNSW_EF = 128
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 100
+DENSE_OVERSAMPLING = 2.0
+DENSE_SEGMENTS = 2
 
 
 def full_scan_threshold_kb(dimension: int) -> int:
@@ -77,5 +83,9 @@ class Backend(Protocol):
 
     async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
         """Run the stages as one batch; each stage carries (and must apply) its own filter."""
+
+    async def settle(self) -> None:
+        """Finish what the engine builds lazily (segments, 8-bit vectors, graphs)."""
+        ...
 
     async def close(self) -> None: ...

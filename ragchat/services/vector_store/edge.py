@@ -20,6 +20,8 @@ from ragchat.services.errors import VectorStoreError
 from ragchat.services.vector_store.access import Conditions
 from ragchat.services.vector_store.backend import (
     DENSE_HNSW_EF,
+    DENSE_OVERSAMPLING,
+    DENSE_SEGMENTS,
     HNSW_EF_CONSTRUCT,
     HNSW_M,
     CollectionMeta,
@@ -108,6 +110,9 @@ class EdgeBackend:
                             ef_construct=HNSW_EF_CONSTRUCT,
                             full_scan_threshold=full_scan_threshold_kb(meta.dimension),
                         ),
+                        quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True),
+                        optimizers=qe.EdgeOptimizersConfig(default_segment_number=DENSE_SEGMENTS),
+                        max_search_threads=DENSE_SEGMENTS,
                     )
                     shard = qe.EdgeShard.create(self.shard_path, config)
                 handle = _EdgeHandle(shard)
@@ -151,8 +156,10 @@ class EdgeBackend:
             raise VectorStoreError(f"cannot open Qdrant Edge shard at {self.shard_path}: {e}") from e
 
     async def settle(self) -> None:
-        """Build what the engine builds lazily (the HNSW graph, optimized segments), as an index
-        that has been left alone for a while would have it."""
+        """Build what Qdrant Edge leaves to its optimizer: the segments, their 8-bit vectors and
+        graphs. Edge has no background optimizer, and this call holds Python's GIL throughout
+        (measured: 22 s at 100k chunks, no other thread of the process ran), so it belongs in a
+        process that serves nobody: `manage.py settle_index` and the bulk ingestion commands."""
         await self._run(lambda: self._shard.optimize(), write=True)
 
     async def close(self) -> None:
@@ -223,12 +230,18 @@ class EdgeBackend:
 
     @staticmethod
     def dense_params(*, exact: bool = False) -> Any:
-        """Filtered dense search: a wide beam and ACORN where the planner uses the graph."""
+        """Filtered dense search: the 8-bit vectors rescored with the full ones, and a wide beam
+        where the planner uses the graph (only for filters that leave more than
+        EXACT_SEARCH_MAX_POINTS chunks, where ACORN's filter-aware walk only costs time: +1.3 ms
+        p50 at 100k); `exact` reads the full vectors only."""
         import qdrant_edge as qe
 
         if exact:
-            return qe.SearchParams(exact=True)
-        return qe.SearchParams(hnsw_ef=DENSE_HNSW_EF, acorn=qe.AcornSearchParams(enable=True))
+            return qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
+        return qe.SearchParams(
+            hnsw_ef=DENSE_HNSW_EF,
+            quantization=qe.QuantizationSearchParams(rescore=True, oversampling=DENSE_OVERSAMPLING),
+        )
 
     async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
         import qdrant_edge as qe

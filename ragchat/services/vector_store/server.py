@@ -15,6 +15,8 @@ from ragchat.services.retry import is_transient_error, retry_async
 from ragchat.services.vector_store.access import Conditions
 from ragchat.services.vector_store.backend import (
     DENSE_HNSW_EF,
+    DENSE_OVERSAMPLING,
+    DENSE_SEGMENTS,
     HNSW_EF_CONSTRUCT,
     HNSW_M,
     CollectionMeta,
@@ -113,6 +115,10 @@ class ServerBackend:
                     ef_construct=HNSW_EF_CONSTRUCT,
                     full_scan_threshold=full_scan_threshold_kb(meta.dimension),
                 ),
+                quantization_config=m.ScalarQuantization(
+                    scalar=m.ScalarQuantizationConfig(type=m.ScalarType.INT8, always_ram=True)
+                ),
+                optimizers_config=m.OptimizersConfigDiff(default_segment_number=DENSE_SEGMENTS),
                 metadata=meta.as_dict(),
             )
             for key in KEYWORD_FIELDS:
@@ -124,6 +130,9 @@ class ServerBackend:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Payload indexes have no effect")  # local mode only
             return await self._call(ensure)
+
+    async def settle(self) -> None:
+        """Nothing to do: a Qdrant server's optimizer settles its collections in the background."""
 
     async def close(self) -> None:
         if self.owns_client:
@@ -171,12 +180,18 @@ class ServerBackend:
 
     @staticmethod
     def dense_params(*, exact: bool = False) -> Any:
-        """Filtered dense search: a wide beam and ACORN where the planner uses the graph."""
+        """Filtered dense search: the 8-bit vectors rescored with the full ones, and a wide beam
+        where the planner uses the graph (only for filters that leave more than
+        EXACT_SEARCH_MAX_POINTS chunks, where ACORN's filter-aware walk only costs time: +1.3 ms
+        p50 at 100k); `exact` reads the full vectors only."""
         from qdrant_client import models as m
 
         if exact:
-            return m.SearchParams(exact=True)
-        return m.SearchParams(hnsw_ef=DENSE_HNSW_EF, acorn=m.AcornSearchParams(enable=True))
+            return m.SearchParams(exact=True, quantization=m.QuantizationSearchParams(ignore=True))
+        return m.SearchParams(
+            hnsw_ef=DENSE_HNSW_EF,
+            quantization=m.QuantizationSearchParams(rescore=True, oversampling=DENSE_OVERSAMPLING),
+        )
 
     async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
         from qdrant_client import models as m

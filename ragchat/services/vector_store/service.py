@@ -117,6 +117,12 @@ class VectorService:
         if self._meta is None:
             await self.initialize()
 
+    async def settle(self) -> None:
+        """Let the store finish its lazily built parts (EdgeBackend.settle: only in a process that
+        serves nobody); seconds at 100k chunks, nothing when little changed since the last time."""
+        await self._ready()
+        await self._backend.settle()
+
     async def close(self) -> None:
         await self._backend.close()
         self._meta = None

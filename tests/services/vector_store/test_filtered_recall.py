@@ -1,5 +1,6 @@
 """Issue 17: a dense search with an access filter finds what an exact scan of the same filtered
-chunks finds, also once the store has built its HNSW graph (Qdrant Edge, the embedded default)."""
+chunks finds, also once the store has settled: its HNSW graph built, its 8-bit vectors scanned and
+the candidates rescored with the full ones (Qdrant Edge, the embedded default)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from ragchat.services.embeddings import HashingEmbedder
 from ragchat.services.vector_store import EdgeBackend
 from ragchat.services.vector_store.access import access_conditions
 from ragchat.services.vector_store.backend import (
+    DENSE_SEGMENTS,
     EXACT_SEARCH_MAX_POINTS,
     CollectionMeta,
     Stage,
@@ -47,8 +49,10 @@ async def test_filtered_dense_search_matches_an_exact_scan_after_indexing(tmp_pa
         ]
         for start in range(0, CHUNKS, 500):
             store._shard.update(qe.UpdateOperation.upsert_points(points[start : start + 500]))
-        store._shard.optimize()
-        assert store._shard.info().indexed_vectors_count == CHUNKS  # the graph exists
+        await store.settle()
+        info = store._shard.info()
+        assert info.indexed_vectors_count == CHUNKS  # the graph exists
+        assert info.segments_count == DENSE_SEGMENTS  # searched in parallel, with their 8-bit vectors
         recalls = []
         for query, tags in make_queries(40, rng):
             vector = embedder.embed_sync(query)
