@@ -41,14 +41,23 @@ K = 10
 TENANT = "default"
 
 
-def write_data(directory: Path, *, chunks: int, searches: int, seed: int = 4, real: bool = False) -> None:
+def write_data(
+    directory: Path,
+    *,
+    chunks: int,
+    searches: int,
+    seed: int = 4,
+    real: bool = False,
+    runtime: str = "onnx-int8",
+    cache_dir: Path | None = None,
+) -> None:
     """The chunks, their vectors and the queries, once, for every system to load. `real`: passages
     of real prose on this machine embedded by the local model (real_set), else the hashing vectors
     of the bench's synthetic chunks."""
     rng = random.Random(seed)
     queries = make_queries(searches, rng)
     if real:
-        texts, vectors, query_vectors = real_set(chunks, searches, seed=seed)
+        texts, vectors, query_vectors = real_set(chunks, searches, seed=seed, runtime=runtime, cache_dir=cache_dir)
         records = make_chunks(chunks, rng, texts=texts)
     else:
         from ragchat.services.embeddings import HashingEmbedder
@@ -111,14 +120,15 @@ def real_texts(n: int) -> list[str]:
     raise RuntimeError(f"only {len(passages)} passages of real prose on this machine; asked for {n}")
 
 
-def real_set(n: int, searches: int, *, seed: int = 4) -> tuple[list[str], np.ndarray, np.ndarray]:
-    """The passages, their vectors from the local model (as configured: EMBEDDING_RUNTIME) and
-    `searches` questions (a few words from a passage, as someone recalls them), embedded by the same
-    model. Vectors are cached under ~/.cache/ragchat/bench: embedding 20k passages takes minutes."""
+def real_set(
+    n: int, searches: int, *, seed: int = 4, runtime: str = "onnx-int8", cache_dir: Path | None = None
+) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The passages, their vectors from the local model (on `runtime`) and `searches` questions (a
+    few words from a passage, as someone recalls them), embedded by the same model. Vectors are
+    cached (default ~/.cache/ragchat/bench): embedding 20k passages takes minutes."""
     from ragchat.services.embeddings import LocalEmbedder
     from ragchat.services.onnx_model import default_dir
 
-    runtime = os.environ.get("EMBEDDING_RUNTIME", "") or "onnx-int8"
     texts = real_texts(n)
     rng = random.Random(seed)
     questions = []
@@ -126,7 +136,7 @@ def real_set(n: int, searches: int, *, seed: int = 4) -> tuple[list[str], np.nda
         words = rng.choice(texts).split()
         start = rng.randrange(0, len(words) - 12)
         questions.append(" ".join(words[start : start + rng.randint(5, 12)]))
-    cache = default_dir().parent / "bench" / f"real-{n}-{searches}-{seed}-{runtime}.npz"
+    cache = (cache_dir or default_dir().parent / "bench") / f"real-{n}-{searches}-{seed}-{runtime}.npz"
     if cache.exists():
         stored = np.load(cache)
         return texts, stored["vectors"], stored["queries"]
@@ -338,7 +348,13 @@ def run_system(system: str, directory: Path) -> dict[str, Any]:
 
 
 def peers_bench(
-    *, chunks: int, searches: int = 200, systems: tuple[str, ...] = SYSTEMS, real: bool = False
+    *,
+    chunks: int,
+    searches: int = 200,
+    systems: tuple[str, ...] = SYSTEMS,
+    real: bool = False,
+    runtime: str = "onnx-int8",
+    cache_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
     """Every system on the same data, each in a process of its own; a row each (skipped ones say why)."""
     import importlib.util
@@ -347,7 +363,7 @@ def peers_bench(
     repo = Path(__file__).resolve().parents[2]
     rows = []
     try:
-        write_data(directory, chunks=chunks, searches=searches, real=real)
+        write_data(directory, chunks=chunks, searches=searches, real=real, runtime=runtime, cache_dir=cache_dir)
         for system in systems:
             module = _MODULES.get(system)
             if module and importlib.util.find_spec(module) is None:

@@ -40,8 +40,7 @@ _HIDDEN = 384
 
 
 def default_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ragchat" / "onnx"
+    return Path.home() / ".cache" / "ragchat" / "onnx"
 
 
 def packaged_model_dir() -> Path:

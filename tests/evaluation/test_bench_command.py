@@ -78,15 +78,14 @@ def test_peers_bench_compares_systems_on_the_same_data(monkeypatch):
 
 
 @pytest.mark.slow  # embeds 300 passages with the local model
-def test_peers_bench_on_real_prose_with_the_local_model(monkeypatch, tmp_path):
+def test_peers_bench_on_real_prose_with_the_local_model(tmp_path):
     from ragchat.bench import peers
 
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # the vectors' cache
     texts = peers.real_texts(300)
     assert len(set(texts)) == 300 and all(len(t.split()) == peers.PASSAGE_WORDS for t in texts)
-    rows = peers.peers_bench(chunks=300, searches=10, systems=("numpy", "ragchat"), real=True)
+    rows = peers.peers_bench(chunks=300, searches=10, systems=("numpy", "ragchat"), real=True, cache_dir=tmp_path)
     assert [(r["system"], r["vectors"], r["recall@10"]) for r in rows] == [
         ("numpy", "real", 1.0),
         ("ragchat", "real", 1.0),
     ]
-    assert list((tmp_path / "ragchat" / "bench").glob("real-300-10-4-*.npz"))  # a second run reuses them
+    assert list(tmp_path.glob("real-300-10-4-onnx-int8.npz"))  # a second run reuses them

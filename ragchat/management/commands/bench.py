@@ -169,7 +169,11 @@ class Command(BaseCommand):
             if real_set:
                 say(f"peers, {real_set} passages of real prose, local model vectors")
                 report["peers"] += await asyncio.to_thread(
-                    peers_bench, chunks=real_set, searches=100 if quick else 300, real=True
+                    peers_bench,
+                    chunks=real_set,
+                    searches=100 if quick else 300,
+                    real=True,
+                    runtime=settings.RAG.embedding_runtime,
                 )
         if "chat" not in skip:
             report["chat"] = await chat_bench(
