@@ -66,6 +66,35 @@ def make_queries(n: int, rng: random.Random) -> list[tuple[str, list[str]]]:
     return out
 
 
+def tie_aware_recall(found: Sequence[float], exact: Sequence[float]) -> float:
+    """Recall of a search against an exact one, from their scores (exact: best first, not empty):
+    a found hit scoring at least the exact last one counts, so ties at the cut are not misses."""
+    floor = exact[-1] - 1e-6
+    return min(len(exact), sum(1 for score in found if score >= floor)) / len(exact)
+
+
+def run_bench_module(module: str, *args: str, timeout: float) -> dict:
+    """`python -m module args...` in a fresh process (its memory its own); the JSON object on its
+    last line. RuntimeError with the last line of its stderr when it fails."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=repo,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if done.returncode != 0:
+        raise RuntimeError((done.stderr.strip().splitlines() or ["no output"])[-1])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def pct(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0-1); 0.0 for no values."""
     if not values:

@@ -24,7 +24,6 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from ragchat.bench.common import TAGS, make_chunks, make_queries, pct
+from ragchat.bench.common import (
+    TAGS,
+    make_chunks,
+    make_queries,
+    pct,
+    process_rss_mb,
+    run_bench_module,
+    tie_aware_recall,
+)
 from ragchat.services.vector_store import PUBLIC_TAG
 
 SYSTEMS = ("numpy", "ragchat", "lancedb", "chroma")
@@ -164,10 +171,15 @@ class _Data:
         self.chunks: list[dict[str, Any]] = meta["chunks"]
         self.query_tags: list[list[str]] = meta["query_tags"]
         self.row_of = {(c["document_id"], c["chunk_index"]): i for i, c in enumerate(self.chunks)}
+        self._tenant = np.array([c["tenant"] == TENANT for c in self.chunks])
+        self._has = {tag: np.array([tag in c["tags"] for c in self.chunks]) for tag in TAGS}
 
     def allowed(self, tags: list[str]) -> np.ndarray:
-        wanted = {PUBLIC_TAG, *tags}
-        return np.array([c["tenant"] == TENANT and bool(wanted & set(c["tags"])) for c in self.chunks])
+        """The rows the access rule lets an asker with `tags` see: the tenant, and public or a tag of theirs."""
+        mask = self._has[PUBLIC_TAG].copy()
+        for tag in tags:
+            mask |= self._has[tag]
+        return mask & self._tenant
 
 
 # ----------------------------------------------------------------------------------- systems
@@ -176,17 +188,12 @@ class _Data:
 def _numpy(data: _Data, workdir: Path) -> tuple[float, Any]:
     t0 = time.perf_counter()
     matrix = np.ascontiguousarray(data.vectors)
-    tenant = np.array([c["tenant"] == TENANT for c in data.chunks])
-    has = {tag: np.array([tag in c["tags"] for c in data.chunks]) for tag in TAGS}
     build = time.perf_counter() - t0
 
     def search(vector: np.ndarray, tags: list[str]) -> list[int]:
         # Every row scored in one pass over memory, the filtered-out ones then set aside: cheaper
         # than first gathering the allowed rows (a copy of half the matrix).
-        mask = has[PUBLIC_TAG].copy()
-        for tag in tags:
-            mask |= has[tag]
-        mask &= tenant
+        mask = data.allowed(tags)
         scores = matrix @ vector
         scores[~mask] = -np.inf
         allowed = int(mask.sum())
@@ -307,20 +314,12 @@ _BUILDERS = {"numpy": _numpy, "ragchat": _ragchat, "lancedb": _lancedb, "chroma"
 _MODULES = {"lancedb": "lancedb", "chroma": "chromadb"}
 
 
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
-
-
 def run_system(system: str, directory: Path) -> dict[str, Any]:
     """One system in this process: load, build, search every query; figures as a dict."""
     data = _Data(directory)
-    truth, _ = _numpy(data, directory)
     _, exact = _numpy(data, directory)
     workdir = Path(tempfile.mkdtemp(prefix=f"ragchat-peer-{system}-", dir=directory))
-    before = _rss_mb()
+    before = process_rss_mb(os.getpid()) or 0.0
     build, search = _BUILDERS[system](data, workdir)
     for i in range(min(10, len(data.queries))):  # warm-up
         search(data.queries[i], data.query_tags[i])
@@ -332,10 +331,9 @@ def run_system(system: str, directory: Path) -> dict[str, Any]:
         expected = exact(vector, tags)
         if not expected:
             continue
-        floor = float(data.vectors[expected[-1]] @ vector) - 1e-6
         allowed = data.allowed(tags)
-        good = sum(1 for r in set(rows) if allowed[r] and float(data.vectors[r] @ vector) >= floor)
-        recalls.append(min(good, len(expected)) / len(expected))
+        found = [float(data.vectors[r] @ vector) for r in set(rows) if allowed[r]]
+        recalls.append(tie_aware_recall(found, [float(data.vectors[r] @ vector) for r in expected]))
     return {
         "system": system,
         "chunks": len(data.chunks),
@@ -343,7 +341,7 @@ def run_system(system: str, directory: Path) -> dict[str, Any]:
         "p50_ms": round(statistics.median(times), 2),
         "p95_ms": round(pct(times, 0.95), 2),
         "recall@10": round(statistics.mean(recalls), 3) if recalls else None,
-        "rss_mb": round(_rss_mb() - before, 1),
+        "rss_mb": round((process_rss_mb(os.getpid()) or 0.0) - before, 1),
     }
 
 
@@ -360,7 +358,6 @@ def peers_bench(
     import importlib.util
 
     directory = Path(tempfile.mkdtemp(prefix="ragchat-bench-peers-"))
-    repo = Path(__file__).resolve().parents[2]
     rows = []
     try:
         write_data(directory, chunks=chunks, searches=searches, real=real, runtime=runtime, cache_dir=cache_dir)
@@ -369,19 +366,12 @@ def peers_bench(
             if module and importlib.util.find_spec(module) is None:
                 rows.append({"system": system, "chunks": chunks, "skipped": "not installed: pip install '.[peers]'"})
                 continue
-            done = subprocess.run(
-                [sys.executable, "-m", "ragchat.bench.peers", system, str(directory)],
-                cwd=repo,
-                env={**os.environ, "PYTHONPATH": str(repo)},
-                capture_output=True,
-                text=True,
-                timeout=3600,
-            )
-            if done.returncode != 0:
-                reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
-                rows.append({"system": system, "chunks": chunks, "skipped": f"failed: {reason[:200]}"})
+            try:
+                row = run_bench_module("ragchat.bench.peers", system, str(directory), timeout=3600)
+            except RuntimeError as e:
+                rows.append({"system": system, "chunks": chunks, "skipped": f"failed: {str(e)[:200]}"})
                 continue
-            rows.append({**json.loads(done.stdout.strip().splitlines()[-1]), "vectors": "real" if real else "hashing"})
+            rows.append({**row, "vectors": "real" if real else "hashing"})
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return rows

@@ -4,20 +4,16 @@ production path: access filter on every stage, dense + BM25, RRF, cosine scores)
 from __future__ import annotations
 
 import asyncio
-import json
-import os
 import random
 import shutil
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from ragchat.bench.common import make_chunks, make_queries, pct
+from ragchat.bench.common import make_chunks, make_queries, pct, run_bench_module, tie_aware_recall
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import CachedEmbedder, HashingEmbedder
 from ragchat.services.vector_store import PUBLIC_TAG, EdgeBackend, ServerBackend, VectorService
@@ -136,24 +132,17 @@ async def dense_recall(
     t2 = time.perf_counter()
     if not exact:
         return None, (t1 - t0) * 1000, (t2 - t1) * 1000
-    floor = exact[-1].score - 1e-6
-    found = min(len(exact), sum(1 for hit in approx if hit.score >= floor))
-    return found / len(exact), (t1 - t0) * 1000, (t2 - t1) * 1000
+    recall = tie_aware_recall([hit.score for hit in approx], [hit.score for hit in exact])
+    return recall, (t1 - t0) * 1000, (t2 - t1) * 1000
 
 
 def _store_rss(settings: RAGSettings) -> dict[str, Any]:
     """The embedded store's memory once open and searched, in a fresh process (ragchat.bench.store_rss)."""
-    repo = Path(__file__).resolve().parents[2]
-    done = subprocess.run(
-        [sys.executable, "-m", "ragchat.bench.store_rss", settings.qdrant_path, settings.qdrant_collection, "50"],
-        cwd=repo,
-        env={**os.environ, "PYTHONPATH": str(repo)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode != 0:
+    try:
+        figures = run_bench_module(
+            "ragchat.bench.store_rss", settings.qdrant_path, settings.qdrant_collection, "50", timeout=600
+        )
+    except RuntimeError:
         return {}
-    figures = json.loads(done.stdout.strip().splitlines()[-1])
     before, after = figures.get("rss_before_mb"), figures.get("rss_open_mb")
     return {"store_rss_mb": round(after - before, 1) if before and after else None}

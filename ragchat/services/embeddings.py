@@ -106,17 +106,21 @@ class LocalEmbedder:
         self.batch_size = batch_size
         self.runtime = runtime
         self.onnx_dir = onnx_dir
+        self._onnx: Any = None
 
     @property
     def model(self) -> Any:
-        """The loaded model: a SentenceTransformer (torch) or an OnnxModel."""
+        """The loaded model: a SentenceTransformer (torch) or an OnnxModel (looked up once: chunking
+        counts the tokens of every sentence through it)."""
         if self.runtime == "torch":
             return _load_local_model()
-        from ragchat.services import onnx_model
+        if self._onnx is None:
+            from ragchat.services import onnx_model
 
-        return onnx_model.load(
-            self.onnx_dir or None, self.runtime, max_tokens=LOCAL_MAX_SEQ_LENGTH, batch_size=self.batch_size
-        )
+            self._onnx = onnx_model.load(
+                self.onnx_dir or None, self.runtime, max_tokens=LOCAL_MAX_SEQ_LENGTH, batch_size=self.batch_size
+            )
+        return self._onnx
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         try:
