@@ -77,3 +77,34 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+
+class AnswerFeedback(models.Model):
+    """One person's vote on one answer (issue 13). A down vote carries a reason and an optional
+    comment; with a reason it becomes a review item in the tag owner's inbox (a RoutedQuestion of
+    origin FEEDBACK)."""
+
+    class Vote(models.IntegerChoices):
+        UP = 1, "Helpful"
+        DOWN = -1, "Not helpful"
+
+    class Reason(models.TextChoices):
+        WRONG = "wrong", "Wrong"
+        OUTDATED = "outdated", "Outdated"
+        INCOMPLETE = "incomplete", "Incomplete"
+        OFF_TOPIC = "off_topic", "Not what I asked"
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="feedback")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="answer_feedback")
+    vote = models.SmallIntegerField(choices=Vote.choices)
+    reason = models.CharField(max_length=16, choices=Reason.choices, blank=True, default="")
+    comment = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [models.UniqueConstraint(fields=["message", "user"], name="feedback_one_per_person_and_answer")]
+
+    def __str__(self) -> str:
+        return f"{self.get_vote_display()} on {self.message_id}"

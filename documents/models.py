@@ -39,6 +39,14 @@ class Tag(models.Model):
         related_name="owned_tags",
     )
     members = models.ManyToManyField(settings.AUTH_USER_MODEL, blank=True, related_name="member_tags")
+    # The knowledge loop (issue 13): how long a verified answer stays verified before it is due for
+    # review, and how long a question or review item may wait before its owner is reminded.
+    review_days = models.PositiveIntegerField(
+        default=180, help_text="Verified answers on this tag are due for review after this many days."
+    )
+    target_hours = models.PositiveIntegerField(
+        default=48, help_text="Questions and review items should be answered within this many hours."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -142,6 +150,13 @@ class Document(models.Model):
     site = models.ForeignKey("SiteSource", null=True, blank=True, on_delete=models.SET_NULL, related_name="documents")
     # Pages whose text came from text recognition (scanned pages), 1-based.
     ocr_pages = models.JSONField(default=list, blank=True)
+    # Marked outdated by a tag owner from a review item: the document stays searchable but is shown
+    # with a warning wherever it is cited, and its uploader is told.
+    outdated_at = models.DateTimeField(null=True, blank=True)
+    outdated_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    outdated_note = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
     indexed_at = models.DateTimeField(null=True, blank=True)

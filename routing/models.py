@@ -43,6 +43,14 @@ class RoutedQuestion(models.Model):
     class Origin(models.TextChoices):
         ROUTE = "route", "Low confidence (automatic)"
         MANUAL = "manual", "Asked the owner"
+        FEEDBACK = "feedback", "Down-voted answer"  # a review item (issue 13)
+
+    class Resolution(models.TextChoices):
+        NONE = "", "—"
+        ANSWERED = "answered", "Answered"
+        CORRECTED = "corrected", "Corrected"
+        OUTDATED = "outdated", "Source marked outdated"
+        DISMISSED = "dismissed", "Dismissed"
 
     tenant_id = models.CharField(max_length=64, default="default", db_index=True)
     asker = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="routed_questions")
@@ -70,7 +78,14 @@ class RoutedQuestion(models.Model):
     )
     fallback = models.BooleanField(default=False, db_index=True)
     reason = models.CharField(max_length=300, blank=True, default="")
-    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.ROUTE)
+    origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.ROUTE, db_index=True)
+    # A review item (origin FEEDBACK) comes from a down vote; how the owner resolved it, and their note.
+    feedback = models.ForeignKey(
+        "chat.AnswerFeedback", null=True, blank=True, on_delete=models.SET_NULL, related_name="review_items"
+    )
+    resolution = models.CharField(max_length=16, choices=Resolution.choices, blank=True, default="")
+    resolution_note = models.TextField(blank=True, default="")
+    reminded_at = models.DateTimeField(null=True, blank=True, help_text="When its owner was last reminded.")
     question = models.TextField()
     contextual_query = models.TextField(blank=True, default="")
     # Citation-shaped dicts: what the asker was shown (cited sources, else the passages retrieved).
@@ -97,9 +112,15 @@ class RoutedQuestion(models.Model):
         ordering = ["-created_at", "-id"]
         constraints = [
             # One routed question per answer: escalating an already routed answer finds the first.
+            # A review item (from a down vote) is not a routed question: it has its own rule.
             models.UniqueConstraint(
-                fields=["message"], condition=models.Q(message__isnull=False), name="routed_question_one_per_message"
-            )
+                fields=["message"],
+                condition=models.Q(message__isnull=False) & ~models.Q(origin="feedback"),
+                name="routed_question_one_per_message",
+            ),
+            models.UniqueConstraint(
+                fields=["feedback"], condition=models.Q(feedback__isnull=False), name="review_item_one_per_feedback"
+            ),
         ]
         indexes = [models.Index(fields=["tenant_id", "status", "created_at"])]
 
@@ -116,3 +137,69 @@ class RoutedQuestion(models.Model):
 
     def __str__(self) -> str:
         return self.question[:80]
+
+
+class VerifiedAnswer(models.Model):
+    """Verified knowledge (issue 13): a published answer, who verified it and when, the documents it
+    relied on (with the version each had), and when it is due for review. It is cited as verified
+    only while VERIFIED; a relied-on document replaced or deleted, or the review date passing, makes
+    it NEEDS_REVIEW (and it appears in the owner's re-verify queue)."""
+
+    class Status(models.TextChoices):
+        VERIFIED = "verified", "Verified"
+        NEEDS_REVIEW = "needs_review", "Needs review"
+        RETIRED = "retired", "Retired"
+
+    tenant_id = models.CharField(max_length=64, default="default", db_index=True)
+    tag = models.ForeignKey("documents.Tag", on_delete=models.CASCADE, related_name="verified_answers")
+    question = models.TextField()
+    answer = models.TextField()
+    # The published document that carries it into retrieval (its chunks' metadata says verified).
+    document = models.OneToOneField(
+        "documents.Document", null=True, blank=True, on_delete=models.SET_NULL, related_name="verified_answer"
+    )
+    source_question = models.ForeignKey(
+        RoutedQuestion, null=True, blank=True, on_delete=models.SET_NULL, related_name="verified_answers"
+    )
+    verified_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    verified_at = models.DateTimeField()
+    review_by = models.DateField(help_text="After this date it needs review (the tag's review_days by default).")
+    relied_on = models.ManyToManyField("documents.Document", blank=True, related_name="relying_verified_answers")
+    # {document_id: {"title": ..., "version": n}} as verified: tells a replaced or deleted source.
+    relied_on_versions = models.JSONField(default=dict, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.VERIFIED, db_index=True)
+    needs_review_reason = models.CharField(max_length=300, blank=True, default="")
+    needs_review_since = models.DateTimeField(null=True, blank=True)
+    reminded_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-verified_at", "-id"]
+        indexes = [models.Index(fields=["tenant_id", "status", "review_by"])]
+
+    def __str__(self) -> str:
+        return self.question[:80]
+
+
+class NotificationPreference(models.Model):
+    """What one person receives by email (issue 13). No row = the defaults below."""
+
+    class Digest(models.TextChoices):
+        OFF = "off", "No digest"
+        DAILY = "daily", "Daily digest"
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_pref")
+    email_questions = models.BooleanField(default=True, help_text="New questions routed to me.")
+    email_reviews = models.BooleanField(
+        default=True, help_text="New review items (down-voted answers), re-verify items."
+    )
+    email_reminders = models.BooleanField(default=True, help_text="Reminders for items waiting past the tag's target.")
+    email_answers = models.BooleanField(default=True, help_text="Answers and corrections to my questions.")
+    digest = models.CharField(max_length=8, choices=Digest.choices, default=Digest.OFF)
+    last_digest_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"notifications of {self.user_id}"
