@@ -20,9 +20,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
-from django.core.mail import send_mail
 from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
@@ -37,6 +35,7 @@ from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
 from routing.models import QuestionGroup, RoutedQuestion
+from routing.notifications import Kind, absolute_url, email_people, group_send, send_email, user_group_name
 
 logger = logging.getLogger(__name__)
 
@@ -53,15 +52,6 @@ class QuestionNotFound(RoutingError):
 
 def group_similarity() -> float:
     return float(getattr(settings, "ROUTING_GROUP_SIMILARITY", DEFAULT_GROUP_SIMILARITY))
-
-
-def user_group_name(user_id) -> str:
-    """The channel group of one user's open inbox pages."""
-    return f"routing.user.{user_id}"
-
-
-def absolute_url(path: str) -> str:
-    return settings.RAGCHAT_BASE_URL.rstrip("/") + path
 
 
 def display_name(user) -> str:
@@ -285,27 +275,12 @@ def recipients_for(question: RoutedQuestion) -> list:
     return list(policy.admins_of(tenant_id=question.tenant_id))
 
 
-def _group_send(group: str, event: dict) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(group, event)
-    except Exception as e:  # live updates are a nicety: the inbox shows it on reload
-        logger.warning("routing: live push failed: %s", e, extra={"event": "routing_push_failed"})
-
-
 def notify_new_question(*, question_id: int, email: bool = True) -> None:
     question = RoutedQuestion.objects.select_related("target", "tag", "asker").get(pk=question_id)
     recipients = recipients_for(question)
     for user in recipients:
-        _group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
+        group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
     if not email:
-        return
-    addresses = sorted({u.email for u in recipients if u.email})
-    if question.fallback and not addresses:
-        addresses = [settings.RAG.rag_admin_email]
-    if not addresses:
         return
     topic = question.tag.name if question.tag else "no topic"
     url = absolute_url(reverse("routing:question", args=[question.pk]))
@@ -316,20 +291,15 @@ def notify_new_question(*, question_id: int, email: bool = True) -> None:
         f"Why it came to you: {question.reason}\n\n"
         f"Answer it here:\n{url}\n"
     )
-    _send(subject=f"[ragchat] New question about {topic}", body=body, to=addresses)
-
-
-def _send(*, subject: str, body: str, to: list[str]) -> None:
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, to, fail_silently=False)
-    except Exception as e:  # a mail server outage must not undo the routing or the answer
-        logger.error("routing: email failed: %s", e, extra={"event": "routing_email_failed"})
+    subject = f"[ragchat] New question about {topic}"
+    sent = email_people(users=recipients, kind=Kind.QUESTIONS, subject=subject, body=body)
+    if question.fallback and not sent and not any(u.email for u in recipients):
+        # No admin has an address: the configured admin mailbox gets it.
+        send_email(subject=subject, body=body, to=[settings.RAG.rag_admin_email])
 
 
 def notify_answer(*, question_id: int) -> None:
     question = RoutedQuestion.objects.select_related("asker", "answered_by").get(pk=question_id)
-    if not question.asker.email:
-        return
     url = absolute_url(reverse("chat:session", args=[question.session_id]))
     when = timezone.localtime(question.answered_at).strftime("%d %b %Y, %H:%M")
     body = (
@@ -338,13 +308,13 @@ def notify_answer(*, question_id: int) -> None:
         f"Answer:\n{question.answer}\n\n"
         f"See it in your chat:\n{url}\n"
     )
-    _send(subject="[ragchat] Your question was answered", body=body, to=[question.asker.email])
+    email_people(users=[question.asker], kind=Kind.ANSWERS, subject="[ragchat] Your question was answered", body=body)
 
 
 def _inbox_changed(question: RoutedQuestion) -> None:
     """Tell every inbox showing this question to re-render (or drop) its row."""
     for user in recipients_for(question):
-        _group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
+        group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
 
 
 # ------------------------------------------------------------------------------------- answering
@@ -487,4 +457,4 @@ def answers_mark_seen(*, user, session: ChatSession) -> int:
 
 def nav_badges_changed(user_id) -> None:
     """Every open page of this person re-counts its navigation badges (ws/nav/, ws/inbox/)."""
-    _group_send(user_group_name(user_id), {"type": "nav.badges"})
+    group_send(user_group_name(user_id), {"type": "nav.badges"})

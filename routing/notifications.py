@@ -1,0 +1,89 @@
+"""How people are told (issue 13): live on their channel group, and by email as their notification
+preferences allow. Every email and live push of the knowledge loop goes through here.
+
+Kinds of email (one switch each on NotificationPreference; no row = every switch on, no digest):
+questions (new routed questions to an owner), reviews (review items and re-verify items), reminders
+(items waiting past the tag's target time), answers (answers and corrections to an asker).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from enum import StrEnum
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.conf import settings
+from django.core.mail import send_mail
+
+from routing.models import NotificationPreference
+
+logger = logging.getLogger(__name__)
+
+
+class Kind(StrEnum):
+    QUESTIONS = "questions"
+    REVIEWS = "reviews"
+    REMINDERS = "reminders"
+    ANSWERS = "answers"
+
+
+_FIELD = {
+    Kind.QUESTIONS: "email_questions",
+    Kind.REVIEWS: "email_reviews",
+    Kind.REMINDERS: "email_reminders",
+    Kind.ANSWERS: "email_answers",
+}
+
+
+def user_group_name(user_id) -> str:
+    """The channel group of one user's open pages (inbox and navigation badges)."""
+    return f"routing.user.{user_id}"
+
+
+def absolute_url(path: str) -> str:
+    return settings.RAGCHAT_BASE_URL.rstrip("/") + path
+
+
+def preference_of(user) -> NotificationPreference:
+    """The person's preferences; an unsaved row with the defaults when they never chose."""
+    pref = NotificationPreference.objects.filter(user=user).first()
+    return pref if pref is not None else NotificationPreference(user=user)
+
+
+def wants_email(user, kind: Kind) -> bool:
+    return bool(user.email) and bool(getattr(preference_of(user), _FIELD[kind]))
+
+
+def group_send(group: str, event: dict) -> None:
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    try:
+        async_to_sync(layer.group_send)(group, event)
+    except Exception as e:  # live updates are a nicety: the page shows it on reload
+        logger.warning("routing: live push failed: %s", e, extra={"event": "routing_push_failed"})
+
+
+def push(user_ids: Iterable, event: dict) -> None:
+    """A live event to every open page of these people."""
+    for user_id in dict.fromkeys(user_ids):
+        group_send(user_group_name(user_id), event)
+
+
+def send_email(*, subject: str, body: str, to: list[str]) -> bool:
+    try:
+        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, to, fail_silently=False)
+    except Exception as e:  # a mail server outage must not undo what was done
+        logger.error("routing: email failed: %s", e, extra={"event": "routing_email_failed"})
+        return False
+    return True
+
+
+def email_people(*, users: Iterable, kind: Kind, subject: str, body: str) -> list[str]:
+    """Email the people among `users` who want this kind of email; returns the addresses sent to."""
+    addresses = sorted({u.email for u in users if wants_email(u, kind)})
+    if addresses:
+        send_email(subject=subject, body=body, to=addresses)
+    return addresses
