@@ -140,7 +140,8 @@ def test_tag_admin_explains_roles_names_people_and_sets_the_tenant(client, djang
     ivan = django_user_model.objects.get(username="ivan")
     assert str(ivan) == "Ivan Iverson (ivan)"
     response = client.post(
-        "/admin/documents/tag/add/", {"name": "Legal", "slug": "legal", "description": "", "owner": ivan.pk}
+        "/admin/documents/tag/add/",
+        {"name": "Legal", "slug": "legal", "description": "", "owner": ivan.pk, "review_days": 180, "target_hours": 48},
     )
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Tag.objects.get(slug="legal").tenant_id == "acme"
