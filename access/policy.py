@@ -280,6 +280,16 @@ def inbox_filter(*, user) -> Q:
     return mine & Q(tenant_id=user.tenant_id)
 
 
+def reverify_filter(*, user) -> Q:
+    """The re-verify queue (verified knowledge that needs review): answers on tags the person owns;
+    admins also receive those of tags without an owner who can take them (none, deactivated, or
+    without an email: the routing rule's fallback)."""
+    mine = Q(tag__owner=user)
+    if is_admin(user):
+        mine |= Q(tag__owner__isnull=True) | Q(tag__owner__is_active=False) | Q(tag__owner__email="")
+    return mine & Q(tenant_id=user.tenant_id)
+
+
 def has_inbox(*, user) -> bool:
     if not is_signed_in(user):
         return False
