@@ -18,6 +18,10 @@ project asks here; no other module decides access. The rules, in one sentence ea
 - **Routed questions**: the person it was routed to, the current owner of its tag, and admins.
   What such a viewer sees of the asker's context is decided by `question_context` (see
   docs/access.md for the reasoning).
+- **Re-verify queue** (verified knowledge that needs review): the tag's owner; admins also for
+  tags no owner can take (`reverify_filter`).
+- **Notifications** (emails, reminders, digests, live badges) name only items the person may open:
+  the inbox and re-verify rules above.
 - **Figures**: a tag owner sees the figures of the tags they own; admins every tag.
 - **Websocket groups**: a chat group is joined by the session's owner; the inbox and document
   groups by the signed-in user for themselves, each event re-checked against this policy.

@@ -133,8 +133,11 @@ def send_reminders(now: datetime) -> int:
     def add(user, item: Item) -> None:
         per_person.setdefault(user.pk, (user, []))[1].append(item)
 
+    # No target is shorter than an hour: what is younger, or was reminded within the hour, is not due.
+    hour_ago = now - timedelta(hours=1)
+    not_just_reminded = Q(reminded_at__isnull=True) | Q(reminded_at__lte=hour_ago)
     questions = (
-        RoutedQuestion.objects.filter(status=RoutedQuestion.Status.OPEN)
+        RoutedQuestion.objects.filter(not_just_reminded, status=RoutedQuestion.Status.OPEN, created_at__lte=hour_ago)
         .select_related("tag", "tag__owner", "feedback")
         .order_by("created_at", "id")
     )
@@ -158,7 +161,7 @@ def send_reminders(now: datetime) -> int:
             add(user, item)
 
     verified = (
-        VerifiedAnswer.objects.filter(status=VerifiedAnswer.Status.NEEDS_REVIEW)
+        VerifiedAnswer.objects.filter(not_just_reminded, status=VerifiedAnswer.Status.NEEDS_REVIEW)
         .select_related("tag", "tag__owner")
         .order_by("needs_review_since", "id")
     )
