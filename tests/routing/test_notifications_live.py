@@ -4,6 +4,9 @@ only on the pages of people who may open them."""
 
 from __future__ import annotations
 
+import contextlib
+from datetime import timedelta
+
 import pytest
 from asgiref.sync import sync_to_async
 
@@ -123,3 +126,33 @@ async def test_a_new_routed_question_still_updates_the_badge(asker, owner, tags)
     await sync_to_async(notify_new_question)(question_id=q.pk, email=False)
     assert await next_badge(owner_nav) == "1"
     await owner_nav.close()
+
+
+async def test_the_servers_schedule_sends_due_reminders(asker, owner, tags, mailoutbox, settings):
+    """With in-process ingestion the server's schedule (documents/schedule.py) runs the reminders too."""
+    import asyncio
+
+    from django.utils import timezone
+
+    from documents import schedule
+    from routing.models import RoutedQuestion
+
+    settings.RAGCHAT_INGEST_BACKEND = "inprocess"
+    settings.RAGCHAT_SCHEDULE_MINUTES = 60
+    q = await sync_to_async(make_question)(
+        asker=asker, tag=tags["facilities"], target=owner, text="Where do I park?", hours_ago=0
+    )
+    await RoutedQuestion.objects.filter(pk=q.pk).aupdate(created_at=timezone.now() - timedelta(days=3))
+    schedule.start_schedule()
+    task = schedule._task
+    assert task is not None
+    try:
+        for _ in range(100):
+            if mailoutbox:
+                break
+            await asyncio.sleep(0.1)
+        assert [m.subject for m in mailoutbox] == ["[ragchat] Reminder: 1 item waiting past the target time"]
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
