@@ -18,6 +18,10 @@ project asks here; no other module decides access. The rules, in one sentence ea
 - **Routed questions**: the person it was routed to, the current owner of its tag, and admins.
   What such a viewer sees of the asker's context is decided by `question_context` (see
   docs/access.md for the reasoning).
+- **Re-verify queue** (verified knowledge that needs review): the tag's owner; admins also for
+  tags no owner can take (`reverify_filter`).
+- **Notifications** (emails, reminders, digests, live badges) name only items the person may open:
+  the inbox and re-verify rules above.
 - **Figures**: a tag owner sees the figures of the tags they own; admins every tag.
 - **Websocket groups**: a chat group is joined by the session's owner; the inbox and document
   groups by the signed-in user for themselves, each event re-checked against this policy.
@@ -277,6 +281,16 @@ def inbox_filter(*, user) -> Q:
     mine = Q(target=user) | Q(tag__owner=user)
     if is_admin(user):
         mine |= Q(fallback=True) | Q(target__isnull=True)
+    return mine & Q(tenant_id=user.tenant_id)
+
+
+def reverify_filter(*, user) -> Q:
+    """The re-verify queue (verified knowledge that needs review): answers on tags the person owns;
+    admins also receive those of tags without an owner who can take them (none, deactivated, or
+    without an email: the routing rule's fallback)."""
+    mine = Q(tag__owner=user)
+    if is_admin(user):
+        mine |= Q(tag__owner__isnull=True) | Q(tag__owner__is_active=False) | Q(tag__owner__email="")
     return mine & Q(tenant_id=user.tenant_id)
 
 

@@ -1,10 +1,12 @@
 """The schedule of the other sources: due re-crawls of site sources, and the configured synced
-folders (RAGCHAT_SYNC_FOLDERS), every RAGCHAT_SCHEDULE_MINUTES.
+folders (RAGCHAT_SYNC_FOLDERS), every RAGCHAT_SCHEDULE_MINUTES; and with them the knowledge loop's
+due reminders and daily digests (routing/reminders.py).
 
 With in-process ingestion the server is the only process that may open the embedded store, so
 it runs the schedule itself: `start_schedule()` (called on the server's first ASGI call, with the
 recovery) starts one asyncio task on its loop. With the "tasks" backend, run `manage.py crawl_site
---due` and `manage.py sync_folder --configured` from cron or a systemd timer instead.
+--due`, `manage.py sync_folder --configured` and `manage.py send_reminders` from cron or a systemd
+timer instead.
 """
 
 from __future__ import annotations
@@ -51,12 +53,20 @@ def run_schedule_once() -> dict:
     return done
 
 
+def run_reminders_once() -> dict:
+    """The knowledge loop's due reminders and daily digests (routing/reminders.py)."""
+    from routing.reminders import run_due
+
+    return run_due()
+
+
 async def _loop(minutes: int) -> None:
     while True:
-        try:
-            await sync_to_async(run_schedule_once, thread_sensitive=True)()
-        except Exception:  # a bad round must not end the schedule
-            logger.exception("scheduled sources round failed")
+        for name, step in (("sources", run_schedule_once), ("reminders", run_reminders_once)):
+            try:
+                await sync_to_async(step, thread_sensitive=True)()
+            except Exception:  # a bad round must not end the schedule
+                logger.exception("scheduled %s round failed", name)
         await asyncio.sleep(minutes * 60)
 
 

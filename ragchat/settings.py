@@ -178,6 +178,10 @@ RAGCHAT_BASE_URL = env.str("RAGCHAT_BASE_URL", default="http://127.0.0.1:8000")
 # Routing (R-ROUTE-6): an open question on the same tag at least this similar (cosine of the query
 # embeddings) joins its group, and one answer reaches every asker.
 ROUTING_GROUP_SIMILARITY = env.float("ROUTING_GROUP_SIMILARITY", default=0.85)
+# Reminders and digests (routing/reminders.py): the admins' fallback items wait this long before a
+# reminder (a tag owner's: the tag's target_hours); the daily digest goes out after this local hour.
+RAGCHAT_FALLBACK_TARGET_HOURS = env.int("RAGCHAT_FALLBACK_TARGET_HOURS", default=48)
+RAGCHAT_DIGEST_HOUR = env.int("RAGCHAT_DIGEST_HOUR", default=7)
 
 # Upload limits (R-DOC-7)
 RAGCHAT_MAX_UPLOAD_BYTES = env.int("RAGCHAT_MAX_UPLOAD_BYTES", default=25 * 1024 * 1024)
@@ -208,7 +212,7 @@ RAGCHAT_CRAWL_MAX_PAGE_BYTES = env.int("RAGCHAT_CRAWL_MAX_PAGE_BYTES", default=5
 RAGCHAT_CRAWL_TIMEOUT_SECONDS = env.float("RAGCHAT_CRAWL_TIMEOUT_SECONDS", default=20.0)
 # Synced folders checked on the schedule: "PATH=tag,tag;PATH2=tag" (manage.py sync_folder --configured).
 RAGCHAT_SYNC_FOLDERS = env.str("RAGCHAT_SYNC_FOLDERS", default="")
-# How often the server looks for due re-crawls and configured folders (minutes; 0: never).
+# How often the server looks for due re-crawls, configured folders, reminders and digests (minutes; 0: never).
 RAGCHAT_SCHEDULE_MINUTES = env.int("RAGCHAT_SCHEDULE_MINUTES", default=15)
 
 # Health: Ollama is optional in embedded mode (answers degrade to cited passages + routing).

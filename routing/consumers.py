@@ -16,7 +16,7 @@ from ragchat.consumers import UserGroupConsumer
 from ragchat.partials import render_partial
 from routing import selectors
 from routing.context_processors import nav_figures
-from routing.services import user_group_name
+from routing.notifications import user_group_name
 
 
 def row_id(question) -> str:
@@ -24,8 +24,9 @@ def row_id(question) -> str:
 
 
 class NavConsumer(UserGroupConsumer):
-    """`ws/nav/`: every page's navigation badges (open questions of an owner, answers from a person
-    not yet seen by an asker), re-counted for the user whenever their group hears of a change."""
+    """`ws/nav/`: every page's navigation badges (what waits in an owner's inbox: open questions,
+    review items, verified knowledge that needs review; answers from a person not yet seen by an
+    asker), re-counted for the user whenever their group hears of a change."""
 
     def group_for(self, user) -> str:
         return user_group_name(user.pk)
@@ -61,5 +62,10 @@ class InboxConsumer(NavConsumer):
         rows = [r for r in selectors.inbox_rows(user=self.user) if row_id(r.question) == row_id(question)]
         return render_partial(
             "routing/_inbox_live.html",
-            {"row": rows[0] if rows else None, "row_id": row_id(question), "open_count": open_count},
+            {
+                "row": rows[0] if rows else None,
+                "row_id": row_id(question),
+                "open_count": open_count,
+                "badge_count": selectors.inbox_badge_count(user=self.user),  # re-verify items too
+            },
         )

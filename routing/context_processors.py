@@ -1,4 +1,5 @@
-"""Navigation figures on every page: the asker's unread routed answers, the owner's open questions."""
+"""Navigation figures on every page: the asker's unread routed answers, everything waiting in the
+owner's inbox (open questions, review items, verified knowledge that needs review)."""
 
 from django.utils.functional import SimpleLazyObject
 
@@ -12,7 +13,7 @@ def nav_figures(user) -> dict:
     return {
         "unread_answers": selectors.unread_answer_count(user=user),
         "has_inbox": has_inbox,
-        "inbox_open": selectors.inbox_open_count(user=user) if has_inbox else 0,
+        "inbox_open": selectors.inbox_badge_count(user=user) if has_inbox else 0,
     }
 
 

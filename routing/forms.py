@@ -1,6 +1,7 @@
 from django import forms
 
 from documents.models import Tag
+from routing.models import NotificationPreference
 
 
 class AnswerForm(forms.Form):
@@ -28,3 +29,35 @@ class AnswerForm(forms.Form):
         if data.get("publish") and "publish_tag" in self.fields and not data.get("publish_tag"):
             self.add_error("publish_tag", "Choose the tag to publish this answer under.")
         return data
+
+
+class NotificationPreferenceForm(forms.ModelForm):
+    """What a person receives by email. The inbox switches (new questions, review items, reminders)
+    are offered only to people with an inbox; the others keep their saved values."""
+
+    INBOX_FIELDS = ("email_questions", "email_reviews", "email_reminders")
+
+    class Meta:
+        model = NotificationPreference
+        fields = ["email_questions", "email_reviews", "email_reminders", "email_answers", "digest"]
+        labels = {
+            "email_questions": "New questions routed to me",
+            "email_reviews": "Review items: down-voted answers, verified answers that need review",
+            "email_reminders": "Reminders when an item waits longer than its target time",
+            "email_answers": "Answers and corrections to my questions",
+            "digest": "Daily digest",
+        }
+        help_texts = {
+            "email_questions": "When the assistant could not answer with confidence, or someone asked you directly.",
+            "email_reviews": "When someone down-votes an answer on your tags, or a verified answer needs review.",
+            "email_reminders": "At most once per target period while an item waits.",
+            "email_answers": "When a tag owner answers or corrects a question you sent.",
+            "digest": "One email a day with everything waiting in your inbox; none when nothing waits.",
+        }
+        widgets = {"digest": forms.RadioSelect}
+
+    def __init__(self, *args, has_inbox: bool = True, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not has_inbox:
+            for name in (*self.INBOX_FIELDS, "digest"):
+                del self.fields[name]

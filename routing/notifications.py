@@ -3,7 +3,9 @@ preferences allow. Every email and live push of the knowledge loop goes through 
 
 Kinds of email (one switch each on NotificationPreference; no row = every switch on, no digest):
 questions (new routed questions to an owner), reviews (review items and re-verify items), reminders
-(items waiting past the tag's target time), answers (answers and corrections to an asker).
+(items waiting past the tag's target time), answers (answers and corrections to an asker). The
+daily digest (routing/reminders.py) is the `digest` choice. People choose on their notification
+settings page (routing:notifications).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class Kind(StrEnum):
     REVIEWS = "reviews"
     REMINDERS = "reminders"
     ANSWERS = "answers"
+    DIGEST = "digest"
 
 
 _FIELD = {
@@ -53,7 +56,12 @@ def preference_of(user) -> NotificationPreference:
 
 
 def wants_email(user, kind: Kind) -> bool:
-    return bool(user.email) and bool(getattr(preference_of(user), _FIELD[kind]))
+    if not user.email or not user.is_active:
+        return False
+    pref = preference_of(user)
+    if kind == Kind.DIGEST:
+        return pref.digest == NotificationPreference.Digest.DAILY
+    return bool(getattr(pref, _FIELD[kind]))
 
 
 def group_send(group: str, event: dict) -> None:
@@ -70,6 +78,11 @@ def push(user_ids: Iterable, event: dict) -> None:
     """A live event to every open page of these people."""
     for user_id in dict.fromkeys(user_ids):
         group_send(user_group_name(user_id), event)
+
+
+def badges_changed(user_ids: Iterable) -> None:
+    """These people's open pages re-count their navigation badges (ws/nav/, ws/inbox/)."""
+    push(user_ids, {"type": "nav.badges"})
 
 
 def send_email(*, subject: str, body: str, to: list[str]) -> bool:

@@ -21,7 +21,7 @@ from access import policy
 from chat.models import Message
 from documents.models import PUBLIC_TAG_SLUG, Document
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
-from routing.models import RoutedQuestion
+from routing.models import RoutedQuestion, VerifiedAnswer
 
 FIGURES_WINDOW_DAYS = 90
 
@@ -60,7 +60,26 @@ def inbox_rows(*, user, limit: int = 200) -> list[InboxRow]:
 
 
 def inbox_open_count(*, user) -> int:
+    """Open questions and review items (down-voted answers) in the user's inbox."""
     return inbox_questions(user=user).count()
+
+
+def needs_review_answers(*, user) -> QuerySet[VerifiedAnswer]:
+    """Verified knowledge waiting in the user's re-verify queue (`policy.reverify_filter`), the
+    longest waiting first."""
+    if not policy.is_signed_in(user):
+        return VerifiedAnswer.objects.none()
+    return (
+        VerifiedAnswer.objects.filter(policy.reverify_filter(user=user), status=VerifiedAnswer.Status.NEEDS_REVIEW)
+        .select_related("tag", "tag__owner")
+        .order_by("needs_review_since", "id")
+    )
+
+
+def inbox_badge_count(*, user) -> int:
+    """The navigation's inbox badge: everything waiting for the user (open questions, review items,
+    verified knowledge that needs review)."""
+    return inbox_open_count(user=user) + needs_review_answers(user=user).count()
 
 
 def question_for_user(*, user, question_id) -> RoutedQuestion:

@@ -34,8 +34,17 @@ from ragchat import runtime
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
-from routing.models import QuestionGroup, RoutedQuestion
-from routing.notifications import Kind, absolute_url, email_people, group_send, send_email, user_group_name
+from routing.models import QuestionGroup, RoutedQuestion, VerifiedAnswer
+from routing.notifications import (
+    Kind,
+    absolute_url,
+    badges_changed,
+    email_people,
+    group_send,
+    push,
+    send_email,
+    user_group_name,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -275,27 +284,101 @@ def recipients_for(question: RoutedQuestion) -> list:
     return list(policy.admins_of(tenant_id=question.tenant_id))
 
 
-def notify_new_question(*, question_id: int, email: bool = True) -> None:
-    question = RoutedQuestion.objects.select_related("target", "tag", "asker").get(pk=question_id)
-    recipients = recipients_for(question)
-    for user in recipients:
-        group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
-    if not email:
-        return
+class Responsible(NamedTuple):
+    users: list
+    fallback: bool  # the admins: the tag has no owner who can take it (or there is no tag)
+
+
+def responsible_for(*, tenant_id: str, tag: Tag | None) -> Responsible:
+    """Who answers for a tag's items now (reminders, re-verify items): its owner as the core's
+    routing rule decides today (active, with an email), else every active admin of the tenant. A
+    person who no longer owns the tag is not among them."""
+    owner, fallback, _ = _target_for(tag=tag, reason_prefix="")
+    if owner is not None and not fallback:
+        return Responsible([owner], False)
+    return Responsible(list(policy.admins_of(tenant_id=tenant_id)), True)
+
+
+def new_item_email(question: RoutedQuestion) -> tuple[Kind, str, str]:
+    """(kind, subject, body) of the email announcing a new inbox item: a routed question, or a review
+    item (a down-voted answer, origin FEEDBACK). Only the asker's own words are quoted (question,
+    reason, comment): what came from documents is on the question page, shown as the reader may see it."""
     topic = question.tag.name if question.tag else "no topic"
     url = absolute_url(reverse("routing:question", args=[question.pk]))
+    asker = display_name(question.asker)
+    if question.origin == RoutedQuestion.Origin.FEEDBACK:
+        feedback = question.feedback
+        reason = feedback.get_reason_display() if feedback is not None and feedback.reason else "no reason given"
+        comment = (feedback.comment.strip() if feedback is not None else "") or "(no comment)"
+        body = (
+            f"An answer was down-voted: {asker} found the assistant's answer about {topic} "
+            f"{reason.lower()}.\n\n"
+            f"Their question:\n{question.question}\n\n"
+            f"Reason: {reason}\n"
+            f"Comment: {comment}\n\n"
+            f"Review it here (correct it, mark a source as outdated, or dismiss it):\n{url}\n"
+        )
+        return Kind.REVIEWS, f"[ragchat] Answer down-voted: {topic} ({reason.lower()})", body
     body = (
-        f"{display_name(question.asker)} asked a question about {topic} that the assistant could not answer "
-        f"with confidence.\n\n"
+        f"A question was routed to you: {asker} asked a question about {topic} that the assistant "
+        f"could not answer with confidence.\n\n"
         f"Question:\n{question.question}\n\n"
-        f"Why it came to you: {question.reason}\n\n"
+        f"Why it came to you: {question.reason_for_people}\n\n"
         f"Answer it here:\n{url}\n"
     )
-    subject = f"[ragchat] New question about {topic}"
-    sent = email_people(users=recipients, kind=Kind.QUESTIONS, subject=subject, body=body)
-    if question.fallback and not sent and not any(u.email for u in recipients):
+    return Kind.QUESTIONS, f"[ragchat] New question about {topic}", body
+
+
+def notify_new_question(*, question_id: int, email: bool = True) -> None:
+    """A new inbox item (routed question or review item): live to its recipients' open pages, and by
+    email to those who want that kind (the configured admin mailbox when no admin has an address)."""
+    question = RoutedQuestion.objects.select_related("target", "tag", "asker", "feedback").get(pk=question_id)
+    recipients = recipients_for(question)
+    push([u.pk for u in recipients], {"type": "inbox.question", "question_id": question.pk})
+    if not email:
+        return
+    kind, subject, body = new_item_email(question)
+    email_people(users=recipients, kind=kind, subject=subject, body=body)
+    if question.fallback and not any(u.email for u in recipients):
         # No admin has an address: the configured admin mailbox gets it.
         send_email(subject=subject, body=body, to=[settings.RAG.rag_admin_email])
+
+
+def _verified_people(verified) -> tuple[list, list]:
+    """(who answers for it now and may see it in their re-verify queue; whose badge counts it)."""
+    responsible = responsible_for(tenant_id=verified.tenant_id, tag=verified.tag)
+    queue = VerifiedAnswer.objects.filter(pk=verified.pk)
+    told = [u for u in responsible.users if queue.filter(policy.reverify_filter(user=u)).exists()]
+    badges = list(
+        dict.fromkeys([u.pk for u in responsible.users] + ([verified.tag.owner_id] if verified.tag.owner_id else []))
+    )
+    return told, badges
+
+
+def verified_badges_changed(*, verified_id: int) -> None:
+    verified = VerifiedAnswer.objects.select_related("tag", "tag__owner").filter(pk=verified_id).first()
+    if verified is not None:
+        badges_changed(_verified_people(verified)[1])
+
+
+def notify_needs_review(*, verified_id: int) -> None:
+    """Verified knowledge started needing review: the people who answer for its tag are emailed (a
+    review kind of email), if they want it."""
+    verified = VerifiedAnswer.objects.select_related("tag", "tag__owner").filter(pk=verified_id).first()
+    if verified is None or verified.status != VerifiedAnswer.Status.NEEDS_REVIEW:
+        return
+    told, _ = _verified_people(verified)
+    url = absolute_url(reverse("routing:inbox"))
+    body = (
+        f"A verified answer about {verified.tag.name} needs review"
+        f"{': ' + verified.needs_review_reason if verified.needs_review_reason else ''}.\n"
+        f"Until it is re-verified it is not cited as verified knowledge.\n\n"
+        f"Question:\n{verified.question}\n\n"
+        f"Re-verify, edit or retire it from your inbox:\n{url}\n"
+    )
+    email_people(
+        users=told, kind=Kind.REVIEWS, subject=f"[ragchat] Verified answer needs review: {verified.tag.name}", body=body
+    )
 
 
 def notify_answer(*, question_id: int) -> None:

@@ -11,4 +11,5 @@ urlpatterns = [
     path("q/<int:question_id>/publish/", views.question_publish, name="publish"),
     path("q/<int:question_id>/close/", views.question_close, name="close"),
     path("escalate/<int:message_id>/", views.escalate, name="escalate"),
+    path("notifications/", views.notification_settings, name="notifications"),
 ]

@@ -20,8 +20,8 @@ from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
 from ragchat.partials import render_partial
 from routing import selectors, services
-from routing.forms import AnswerForm
-from routing.models import RoutedQuestion
+from routing.forms import AnswerForm, NotificationPreferenceForm
+from routing.models import NotificationPreference, RoutedQuestion
 
 
 @login_required
@@ -196,3 +196,27 @@ def escalate(request, message_id):
 @require_GET
 def my_questions(request):
     return render(request, "routing/mine.html", {"questions": selectors.questions_asked_by(user=request.user)[:100]})
+
+
+@login_required
+def notification_settings(request):
+    """The signed-in person's own notification preferences (there is no way to name anyone else's)."""
+    if request.method not in ("GET", "POST"):
+        return HttpResponse(status=405)
+    user = request.user
+    has_inbox = policy.has_inbox(user=user)
+    pref = NotificationPreference.objects.filter(user=user).first() or NotificationPreference(user=user)
+    form = NotificationPreferenceForm(
+        request.POST if request.method == "POST" else None, instance=pref, has_inbox=has_inbox
+    )
+    if request.method == "POST":
+        if form.is_valid():
+            form.save()
+            messages.success(request, "Notification settings saved.")
+            return redirect("routing:notifications")
+    return render(
+        request,
+        "routing/notifications.html",
+        {"form": form, "has_inbox": has_inbox, "pref": pref},
+        status=400 if form.errors else 200,
+    )

@@ -273,6 +273,14 @@ ROUTES: dict[str, Route] = {
     "routing:publish": Route("POST", questions, state=_question_state),
     "routing:close": Route("POST", questions, state=_question_state),
     "routing:escalate": Route("POST", messages, state=_counts("routing.RoutedQuestion")),
+    # One's own notification settings (no id in the URL: nobody else's are reachable).
+    "routing:notifications": Route("GET", one(SIGNED_IN)),
+    "routing:notifications#save": Route(
+        "POST",
+        one(SIGNED_IN),
+        data={"email_questions": "on", "digest": "daily"},
+        state=_counts("routing.NotificationPreference"),
+    ),
     "access:view_as": Route("GET", one({"superuser"})),
     "access:view_as#run": Route("POST", one({"superuser"}), state=_counts("access.AuditEvent")),
     "access:audit": Route("GET", one({"superuser"})),

@@ -31,9 +31,13 @@ PAGES = {
             "/documents/{doc_a}/",
             "/routing/mine/",
             "/api/tokens/",
+            "/routing/notifications/",
         ],
     ),
-    "fiona": ("pw-fiona-12345", ["/documents/", "/documents/sites/", "/routing/inbox/", "/routing/q/{rq_b}/"]),
+    "fiona": (
+        "pw-fiona-12345",
+        ["/documents/", "/documents/sites/", "/routing/inbox/", "/routing/q/{rq_b}/", "/routing/notifications/"],
+    ),
     "root": (
         "pw-root-12345",
         ["/routing/inbox/", "/routing/q/{rq_b}/", "/access/view-as/", "/access/audit/", "/api/tokens/all/"],

@@ -58,7 +58,7 @@ def _sign_in(page, url, username, password):
 
 PAGES = {
     "emma": ("pw-emma-12345", ["/", "/chat/{s1}/", "/documents/", "/documents/{doc_a}/", "/routing/mine/"]),
-    "fiona": ("pw-fiona-12345", ["/routing/inbox/", "/routing/q/{rq_b}/"]),
+    "fiona": ("pw-fiona-12345", ["/routing/inbox/", "/routing/q/{rq_b}/", "/routing/notifications/"]),
     "root": (
         "pw-root-12345",
         [
