@@ -398,3 +398,10 @@ def record_failure(request, reason: str) -> None:
         data={"method": "oidc", "reason": reason},
         request=request,
     )
+
+
+def axes_exempt(request, credentials: dict | None) -> bool:
+    """django-axes leaves company sign-ins alone (AXES_WHITELIST_CALLABLE): the provider checks the
+    password and throttles guessing; a refused token is no secret being guessed, and counting it by
+    address with no username would lock a whole office behind one address out. Still audited."""
+    return "nonce" in (credentials or {}) or str(getattr(request, "path", "")).startswith("/oidc/")

@@ -309,4 +309,5 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "access.views.locked_out"
 AXES_VERBOSE = False
+AXES_WHITELIST_CALLABLE = "access.oidc.axes_exempt"  # company sign-ins: the provider throttles them
 AXES_ENABLE_ADMIN = False  # lockouts are in the tenant's audit log; `manage.py axes_reset_username` unlocks

@@ -366,6 +366,17 @@ def test_a_bad_id_token_is_refused_with_a_clear_message_and_audited(idp, tags, f
     assert message in failed.summary and failed.data["method"] == "oidc"
 
 
+def test_refused_company_sign_ins_do_not_lock_out_the_address(idp, tags, settings):
+    """Everyone behind one office address signs in with the provider: failures there are audited,
+    not counted by django-axes against the address (the provider throttles its own sign-in)."""
+    idp.person("quinn", groups=["finance-team"])
+    for _ in range(settings.AXES_FAILURE_LIMIT + 1):
+        idp.control(forge="wrong_signature")
+        assert sign_in(Client(), idp, "quinn")["Location"] == "/accounts/login/"
+    assert AuditEvent.objects.filter(action="sign_in_failed").count() == settings.AXES_FAILURE_LIMIT + 1
+    assert sign_in(Client(), idp, "quinn")["Location"] == "/"
+
+
 def test_a_person_the_provider_refuses_gets_a_message_and_an_audit_entry(idp, tags):
     idp.person("nina", groups=[], disabled=True)
     client = Client()
