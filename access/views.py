@@ -126,7 +126,11 @@ class _OIDCCallbackView(OIDCAuthenticationCallbackView):
     get_settings = staticmethod(oidc.setting)
 
     def get(self, request):
-        if "code" in request.GET and request.GET.get("state") not in request.session.get("oidc_states", {}):
+        # A response (a code, or an error and its description, shown on the sign-in page) counts
+        # only for a sign-in this browser started: anyone can craft a link to this URL.
+        if ("code" in request.GET or "error" in request.GET) and request.GET.get("state") not in request.session.get(
+            "oidc_states", {}
+        ):
             raise SuspiciousOperation("an OIDC response whose state this session did not start")
         return super().get(request)
 

@@ -402,6 +402,14 @@ def test_a_replayed_callback_is_refused(idp, tags):
     assert "stale or was already used" in _flash(client)
 
 
+def test_a_crafted_error_link_shows_no_text_of_its_own(idp):
+    client = Client()
+    response = client.get("/oidc/callback/", {"error": "x", "error_description": "Call 555-0100 now", "state": "s"})
+    assert response["Location"] == "/accounts/login/"
+    page = _flash(client)
+    assert "Call 555-0100" not in page and "stale or was already used" in page
+
+
 def test_an_unreachable_provider_says_so_on_the_sign_in_page(idp, settings):
     settings.RAGCHAT_OIDC_ISSUER = "http://127.0.0.1:9"
     client = Client()
