@@ -1,6 +1,7 @@
 """The admin site answers to the access policy: only admins (active superusers) enter it, and
 every list is narrowed to their own tenant (`TenantScopedAdmin`)."""
 
+from django import forms
 from django.contrib import admin, messages
 
 from access import group_sync, policy
@@ -68,9 +69,28 @@ class AuditEventAdmin(TenantScopedAdmin):
         return False
 
 
+class GroupMappingForm(forms.ModelForm):
+    class Meta:
+        model = GroupMapping
+        fields = ("group", "tag", "role")
+
+    def clean_group(self):
+        return (self.cleaned_data.get("group") or "").strip()
+
+    def clean(self):
+        data = super().clean()
+        tag, group = data.get("tag"), data.get("group")
+        duplicate = GroupMapping.objects.filter(tenant_id=getattr(tag, "tenant_id", None), group=group, tag=tag)
+        if tag is not None and group and duplicate.exclude(pk=self.instance.pk).exists():
+            raise forms.ValidationError(f"The group “{group}” is already mapped to {tag}: change that mapping instead.")
+        return data
+
+
 @admin.register(GroupMapping)
 class GroupMappingAdmin(TenantScopedAdmin):
     """Identity-provider group → tag. A change is applied at once to everyone's last-known groups."""
+
+    form = GroupMappingForm
 
     list_display = ("group", "tag", "role", "created_at")
     list_filter = ("role", ("tag", admin.RelatedOnlyFieldListFilter))

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import requests
+from django.apps import apps
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -75,8 +76,7 @@ def _successor(tag, *, leaving) -> object | None:
 
 def sync_user(user, groups: list[str], *, source: str, actor=None, request=None) -> SyncResult:
     """Bring the person's synced memberships in line with `groups` (the provider's answer now)."""
-    from documents.models import Tag
-
+    Tag = apps.get_model("documents.Tag")  # through the registry, as access.policy: no import cycle
     result = SyncResult()
     groups = sorted(set(groups))
     via = f"group sync ({source})"
@@ -248,6 +248,8 @@ def current_groups(identity: OIDCIdentity) -> list[str]:
         if data.get("sub") != identity.subject:
             raise oidc.SignInRefused("the provider's user information names another person")
         claims.update(data)
+    if not claims:
+        raise oidc.SignInRefused("the provider's refresh answer had neither an ID token nor user information")
     if tokens.get("refresh_token") and tokens["refresh_token"] != refresh_token:
         identity.refresh_token = oidc.seal(tokens["refresh_token"])
         identity.save(update_fields=["refresh_token"])

@@ -77,6 +77,11 @@ class GroupMapping(models.Model):
     def __str__(self) -> str:
         return f"{self.group} → {self.tag} ({self.role})"
 
+    def save(self, *args, **kwargs):
+        if self.tag_id is not None:  # a mapping belongs to its tag's tenant, whoever saves it
+            self.tenant_id = self.tag.tenant_id
+        super().save(*args, **kwargs)
+
 
 class SyncedMembership(models.Model):
     """A tag membership (or ownership) that group sync gave a person: the rows of `Tag.members` and

@@ -186,9 +186,21 @@ def verify_id_token(token: str, *, nonce: str | None, key) -> dict:
     return claims
 
 
+class GroupsUnknown(SignInRefused):
+    """The provider did not list the groups (Entra's "overage": too many groups for a token)."""
+
+
 def groups_from(claims: dict) -> list[str]:
-    """The groups claim as a sorted list of strings (absent: none)."""
-    raw = claims.get(settings.RAGCHAT_OIDC_GROUPS_CLAIM)
+    """The groups claim as a sorted list of strings. Absent means none (providers leave it out for
+    a person in no group); a claim the provider points elsewhere for (Entra ID's `_claim_names`
+    overage, over 200 groups) raises GroupsUnknown: nothing is removed on a list we did not get."""
+    name = settings.RAGCHAT_OIDC_GROUPS_CLAIM
+    if name not in claims and name in (claims.get("_claim_names") or {}):
+        raise GroupsUnknown(
+            f"{label()} sent no group list (too many groups for a token): assign only the groups that matter "
+            "to the application at the provider"
+        )
+    raw = claims.get(name)
     if raw is None:
         return []
     if isinstance(raw, str):
@@ -289,13 +301,20 @@ class OIDCBackend(OIDCAuthenticationBackend):
             raise SignInRefused("This account is disabled in ragchat. Ask an administrator.")
         from access import group_sync
 
+        try:
+            groups: list[str] | None = groups_from(claims)
+        except GroupsUnknown as e:
+            logger.warning("group sync skipped at sign-in of %s: %s", user.get_username(), e)
+            groups = None  # signed in; their synced tags stay as they were
         with transaction.atomic():
             identity = user.oidc_identity
             identity.signed_in_at = timezone.now()
             if token_info.get("refresh_token"):
                 identity.refresh_token = seal(token_info["refresh_token"])
-            identity.save(update_fields=["signed_in_at", "refresh_token"])
-            group_sync.sync_user(user, groups_from(claims), source="sign-in", request=request)
+            identity.sync_error = "" if groups is not None else "no group list at the last sign-in (overage)"
+            identity.save(update_fields=["signed_in_at", "refresh_token", "sync_error"])
+            if groups is not None:
+                group_sync.sync_user(user, groups, source="sign-in", request=request)
         return user
 
 

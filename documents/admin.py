@@ -8,8 +8,6 @@ from django.db.models import Count
 from django.http import HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
-from django.utils.html import format_html_join
-from django.utils.safestring import mark_safe
 
 from access.admin import TenantScopedAdmin
 from access.audit import audit_record
@@ -17,6 +15,7 @@ from access.models import AuditEvent, SyncedMembership
 from documents import services
 from documents.models import Document, GlossaryTerm, Tag
 from documents.tasks import ingestion_enqueue
+from ragchat.partials import render_partial
 from ragchat.services.glossary import (
     GLOSSARY_CSV_COLUMNS,
     GlossaryCSVError,
@@ -53,15 +52,7 @@ class TagAdmin(TenantScopedAdmin):
     def synced_roles(self, tag):
         """Which of the members and the owner came from group sync; the others are manual."""
         rows = SyncedMembership.objects.filter(tag=tag).select_related("user") if tag.pk else []
-        lines = [
-            f"{row.user} — {row.role}, from {', '.join(row.groups)}" + (" (also manual)" if row.kept_manual else "")
-            for row in rows
-        ]
-        return (
-            format_html_join(mark_safe("<br>"), "{}", ((line,) for line in lines))
-            if lines
-            else ("None: every member and the owner are manual (see Access → Group mappings).")
-        )
+        return render_partial("admin/documents/tag/_synced_roles.html", {"rows": rows})
 
     def save_model(self, request, obj, form, change):
         previous = Tag.objects.filter(pk=obj.pk).select_related("owner").first() if change else None

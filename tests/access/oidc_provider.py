@@ -51,6 +51,14 @@ class Provider:
 
     def claims(self, username: str) -> dict:
         u = self.users[username]
+        if u.get("overage"):  # as Entra ID for a person in too many groups: a pointer, no list
+            return {
+                "sub": u.get("sub") or f"sub-{username}",
+                "preferred_username": username,
+                "email": u.get("email", f"{username}@example.com"),
+                "_claim_names": {"groups": "src1"},
+                "_claim_sources": {"src1": {"endpoint": "https://graph.example.com/getMemberObjects"}},
+            }
         return {
             "sub": u.get("sub") or f"sub-{username}",
             "preferred_username": username,

@@ -320,6 +320,20 @@ def test_owner_mapping_makes_an_owner_and_hands_over_when_they_leave(idp, tags):
     assert "hugo owns it now" in change.summary
 
 
+def test_a_token_without_the_group_list_keeps_the_synced_tags(idp, tags):
+    """Entra ID's overage: the token points to the groups instead of listing them. The person signs
+    in; nothing is taken from them on a list we did not get, and the identity says why."""
+    idp.person("rita", groups=["finance-team"])
+    assert sign_in(Client(), idp, "rita").status_code == 302
+    idp.control(users={"rita": {"overage": True}})
+    assert sign_in(Client(), idp, "rita")["Location"] == "/"
+    rita = get_user_model().objects.get(username="rita")
+    assert list(rita.member_tags.values_list("slug", flat=True)) == ["finance"]
+    assert "overage" in OIDCIdentity.objects.get(user=rita).sync_error
+    out = _call("sync_groups", "--offline")  # last-known groups still apply
+    assert "synced 1 people: 0 changed" in out
+
+
 def test_a_mapping_added_in_the_admin_applies_at_once_to_last_known_groups(idp, tags, django_user_model):
     idp.person("ivy", groups=["legal"])
     assert sign_in(Client(), idp, "ivy").status_code == 302
@@ -334,6 +348,11 @@ def test_a_mapping_added_in_the_admin_applies_at_once_to_last_known_groups(idp, 
     assert response.status_code == 302, response.content.decode()[:2000]
     assert list(ivy.member_tags.values_list("slug", flat=True)) == ["people"]
     assert GroupMapping.objects.get(group="legal").tenant_id == "default"
+    again = client.post(
+        "/admin/access/groupmapping/add/", {"group": " legal ", "tag": tags["people"].pk, "role": "owner"}
+    )
+    assert again.status_code == 200 and "is already mapped to People" in again.content.decode()
+    assert GroupMapping.objects.filter(group="legal").count() == 1
     # The tag's admin page tells synced from manual.
     page = client.get(f"/admin/documents/tag/{tags['people'].pk}/change/").content.decode()
     assert "Synced from the identity provider" in page and "legal" in page
