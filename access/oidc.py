@@ -264,10 +264,12 @@ class OIDCBackend(OIDCAuthenticationBackend):
         if not code or not state:
             return None
         self.request = request
+        self._id_token = ""
         try:
             return self._sign_in(request, code=code, nonce=nonce, code_verifier=code_verifier)
         except SignInRefused as e:
             request.oidc_failure = str(e)
+            request.oidc_unverified_claims = _unverified_claims(self._id_token)
         except requests.HTTPError as e:
             body = getattr(e.response, "text", "")[:200]
             logger.warning("OIDC token exchange refused: %s", body)
@@ -288,6 +290,7 @@ class OIDCBackend(OIDCAuthenticationBackend):
         if code_verifier is not None:
             payload["code_verifier"] = code_verifier
         token_info = self.get_token(payload)
+        self._id_token = str(token_info.get("id_token") or "")
         id_claims = self.verify_token(token_info.get("id_token"), nonce=nonce)
         claims = dict(id_claims)
         if self.OIDC_OP_USER_ENDPOINT and token_info.get("access_token"):
@@ -316,6 +319,15 @@ class OIDCBackend(OIDCAuthenticationBackend):
             if groups is not None:
                 group_sync.sync_user(user, groups, source="sign-in", request=request)
         return user
+
+
+def _unverified_claims(token: str) -> dict:
+    """What a refused ID token claims, for the audit log only (marked unverified there)."""
+    try:
+        claims = jwt.decode(token, options={"verify_signature": False})
+    except jwt.PyJWTError:
+        return {}
+    return claims if isinstance(claims, dict) else {}
 
 
 def _claim(claims: dict, name: str) -> str:
@@ -395,10 +407,15 @@ def describe_failure(request, credentials: dict[str, Any]) -> tuple[str, str, An
     if "nonce" not in credentials and not hasattr(request, "oidc_failure"):
         return None
     claims = getattr(request, "oidc_claims", {}) or {}
+    verified = bool(claims)
+    if not verified:
+        claims = getattr(request, "oidc_unverified_claims", {}) or {}
     who = _claim(claims, settings.RAGCHAT_OIDC_USERNAME_CLAIM) or _claim(claims, "email") or _claim(claims, "sub")
+    if who and not verified:
+        who += " (claimed by a refused token)"
     identity = (
         OIDCIdentity.objects.select_related("user").filter(issuer=issuer(), subject=_claim(claims, "sub")).first()
-        if claims.get("sub")
+        if verified and claims.get("sub")
         else None
     )
     reason = getattr(request, "oidc_failure", "") or "the company sign-in did not complete"

@@ -383,6 +383,7 @@ def test_a_bad_id_token_is_refused_with_a_clear_message_and_audited(idp, tags, f
     assert not get_user_model().objects.filter(username="mallory").exists()
     failed = AuditEvent.objects.get(action="sign_in_failed")
     assert message in failed.summary and failed.data["method"] == "oidc"
+    assert "as “mallory (claimed by a refused token)”" in failed.summary and failed.subject is None
 
 
 def test_refused_company_sign_ins_do_not_lock_out_the_address(idp, tags, settings):
