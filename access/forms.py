@@ -22,6 +22,20 @@ class ViewAsForm(forms.Form):
 
 class AuditFilterForm(forms.Form):
     action = forms.ChoiceField(required=False, label="Action")
+    person = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Person",
+        widget=forms.TextInput(attrs={"placeholder": "username or name", "type": "search"}),
+    )
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            raise forms.ValidationError("“From” is after “To”.")
+        return data
 
     def __init__(self, *args, **kwargs):
         from access.models import AuditEvent

@@ -4,15 +4,25 @@ the audit log. Anyone but an admin gets a 404, as for any page that is not their
 from __future__ import annotations
 
 import csv
+import json
+from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.views import LoginView
+from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from access import policy, selectors
+from access import oidc, policy, selectors
 from access.forms import AuditFilterForm, ViewAsForm
 from access.view_as import view_as_preview
+from ragchat.services.glossary import guard_csv_cell
+
+AUDIT_PAGE_ROWS = 500
+AUDIT_CSV_ROWS = 50_000
 
 
 def _admin_or_404(request) -> None:
@@ -38,20 +48,39 @@ def view_as(request):
 @require_GET
 def audit_log(request):
     _admin_or_404(request)
-    filters = AuditFilterForm(request.GET or None)
-    action = filters.cleaned_data.get("action") if filters.is_valid() else None
-    events = selectors.audit_events(user=request.user, action=action or None)
-    if request.GET.get("format") == "csv":
+    filters = AuditFilterForm({k: v for k, v in request.GET.items() if k != "format"} or None)
+    chosen = filters.cleaned_data if filters.is_valid() else {}
+    events = selectors.audit_events(
+        user=request.user,
+        action=chosen.get("action") or None,
+        person=(chosen.get("person") or "").strip(),
+        since=chosen.get("since"),
+        until=chosen.get("until"),
+    )
+    query = urlencode({k: v for k, v in request.GET.items() if k != "format" and v})
+    if request.GET.get("format") == "csv" and not filters.errors:
         response = HttpResponse(content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = 'attachment; filename="audit-log.csv"'
         writer = csv.writer(response)
-        writer.writerow(["time", "action", "actor", "subject", "summary", "ip_address"])
-        for e in events[:10000]:
+        writer.writerow(["time", "action", "actor", "subject", "summary", "ip_address", "details"])
+        for e in events[:AUDIT_CSV_ROWS]:
             writer.writerow(
-                [e.created_at.isoformat(), e.action, e.actor_name, e.subject_name, e.summary, e.ip_address or ""]
+                [
+                    e.created_at.isoformat(),
+                    e.action,
+                    guard_csv_cell(e.actor_name),
+                    guard_csv_cell(e.subject_name),
+                    guard_csv_cell(e.summary),
+                    e.ip_address or "",
+                    json.dumps(e.data, ensure_ascii=False, sort_keys=True),
+                ]
             )
         return response
-    return render(request, "access/audit.html", {"filters": filters, "events": events[:500], "action": action or ""})
+    return render(
+        request,
+        "access/audit.html",
+        {"filters": filters, "events": events[:AUDIT_PAGE_ROWS], "filtered": bool(query), "query": query},
+    )
 
 
 def locked_out(request, credentials, *args, **kwargs):
@@ -64,3 +93,78 @@ def locked_out(request, credentials, *args, **kwargs):
         {"failure_limit": settings.AXES_FAILURE_LIMIT, "lockout_minutes": round(settings.AXES_COOLOFF_TIME * 60)},
         status=429,
     )
+
+
+# ----------------------------------------------------------------------------------- sign-in
+
+
+class SignInView(LoginView):
+    """The sign-in page: the password form (unless RAGCHAT_LOCAL_PASSWORDS=false) and, when company
+    sign-in is configured, a "Sign in with …" button."""
+
+    def get_context_data(self, **kwargs):
+        context = super().get_context_data(**kwargs)
+        context.update(
+            oidc_enabled=oidc.enabled(),
+            oidc_label=oidc.label(),
+            local_passwords=oidc.local_passwords(),
+        )
+        return context
+
+    def post(self, request, *args, **kwargs):
+        if not oidc.password_sign_in_allowed():
+            messages.error(request, f"Password sign-in is turned off here: sign in with {oidc.label()}.")
+            return self.render_to_response(self.get_context_data(), status=403)
+        return super().post(request, *args, **kwargs)
+
+
+class _OIDCRequestView(OIDCAuthenticationRequestView):
+    get_settings = staticmethod(oidc.setting)
+
+
+class _OIDCCallbackView(OIDCAuthenticationCallbackView):
+    get_settings = staticmethod(oidc.setting)
+
+    def get(self, request):
+        # A response (a code, or an error and its description, shown on the sign-in page) counts
+        # only for a sign-in this browser started: anyone can craft a link to this URL.
+        if ("code" in request.GET or "error" in request.GET) and request.GET.get("state") not in request.session.get(
+            "oidc_states", {}
+        ):
+            raise SuspiciousOperation("an OIDC response whose state this session did not start")
+        return super().get(request)
+
+    def login_failure(self):
+        reason = getattr(self.request, "oidc_failure", "")
+        if self.request.GET.get("error"):
+            described = self.request.GET.get("error_description") or self.request.GET["error"]
+            reason = f"{oidc.label()} did not sign you in: {described[:200]}"
+            oidc.record_failure(self.request, reason)
+        elif not reason:
+            reason = f"The sign-in with {oidc.label()} did not complete. Please try again."
+        messages.error(self.request, reason)
+        return redirect("login")
+
+
+def _oidc_view(view):
+    def run(request):
+        if not oidc.enabled():
+            raise Http404("Company sign-in is not configured.")
+        try:
+            oidc.discovery()
+        except oidc.SignInRefused as e:
+            messages.error(request, str(e))
+            return redirect("login")
+        try:
+            return view(request)
+        except SuspiciousOperation:
+            reason = "This sign-in response is stale or was already used. Please start again."
+            oidc.record_failure(request, reason)
+            messages.error(request, reason)
+            return redirect("login")
+
+    return require_GET(run)
+
+
+oidc_authenticate = _oidc_view(_OIDCRequestView.as_view())
+oidc_callback = _oidc_view(_OIDCCallbackView.as_view())

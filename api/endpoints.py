@@ -604,7 +604,7 @@ def document_delete(request, document_id: str):
     problem = doc_services.delete_problem(document=document)
     if problem:
         raise ApiError(409, "busy", problem)
-    doc_services.document_delete(document=document)
+    doc_services.document_delete(document=document, actor=request.user, request=request)
     return Status(204, None)
 
 

@@ -10,9 +10,12 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 
 from access.admin import TenantScopedAdmin
+from access.audit import audit_record
+from access.models import AuditEvent, SyncedMembership
 from documents import services
 from documents.models import Document, GlossaryTerm, Tag
 from documents.tasks import ingestion_enqueue
+from ragchat.partials import render_partial
 from ragchat.services.glossary import (
     GLOSSARY_CSV_COLUMNS,
     GlossaryCSVError,
@@ -43,6 +46,53 @@ class TagAdmin(TenantScopedAdmin):
     autocomplete_fields = ("owner", "members")
     prepopulated_fields = {"slug": ("name",)}
     ordering = ("name",)  # the changelist and autocomplete paginate: a stable order
+    readonly_fields = ("synced_roles",)
+
+    @admin.display(description="Synced from the identity provider")
+    def synced_roles(self, tag):
+        """Which of the members and the owner came from group sync; the others are manual."""
+        rows = SyncedMembership.objects.filter(tag=tag).select_related("user") if tag.pk else []
+        return render_partial("admin/documents/tag/_synced_roles.html", {"rows": rows})
+
+    def save_model(self, request, obj, form, change):
+        previous = Tag.objects.filter(pk=obj.pk).select_related("owner").first() if change else None
+        super().save_model(request, obj, form, change)
+        before = previous.owner if previous else None
+        if (before.pk if before else None) != obj.owner_id:
+            audit_record(
+                action=AuditEvent.Action.TAG_OWNER_CHANGED,
+                tenant_id=obj.tenant_id,
+                actor=request.user,
+                subject=obj.owner or before,
+                summary=f"owner of {obj.name}: {before.get_username() if before else 'nobody'} → "
+                f"{obj.owner.get_username() if obj.owner else 'nobody'}",
+                data={
+                    "tag": obj.slug,
+                    "previous_owner": before.get_username() if before else None,
+                    "new_owner": obj.owner.get_username() if obj.owner else None,
+                    "source": "admin",
+                },
+                request=request,
+            )
+
+    def save_related(self, request, form, formsets, change):
+        tag = form.instance
+        before = set(tag.members.all()) if change else set()
+        super().save_related(request, form, formsets, change)
+        after = set(tag.members.all())
+        for user, action, words in [
+            *((u, AuditEvent.Action.MEMBERSHIP_ADDED, "added to") for u in sorted(after - before, key=str)),
+            *((u, AuditEvent.Action.MEMBERSHIP_REMOVED, "removed from") for u in sorted(before - after, key=str)),
+        ]:
+            audit_record(
+                action=action,
+                tenant_id=tag.tenant_id,
+                actor=request.user,
+                subject=user,
+                summary=f"{user.get_username()} {words} {tag.name} by hand",
+                data={"tag": tag.slug, "role": "member", "source": "admin"},
+                request=request,
+            )
 
     def get_queryset(self, request):
         return (
@@ -146,16 +196,16 @@ class DocumentAdmin(TenantScopedAdmin):
     def delete_with_vectors(self, request, queryset):
         deleted = chunks = 0
         for document in queryset:
-            chunks += services.document_delete(document=document)
+            chunks += services.document_delete(document=document, actor=request.user, request=request)
             deleted += 1
         self.message_user(request, f"Deleted {deleted} document(s) and {chunks} chunk(s).")
 
     def delete_model(self, request, obj):
-        services.document_delete(document=obj)
+        services.document_delete(document=obj, actor=request.user, request=request)
 
     def delete_queryset(self, request, queryset):
         for document in queryset:
-            services.document_delete(document=document)
+            services.document_delete(document=document, actor=request.user, request=request)
 
 
 # ------------------------------------------------------------------------------------- glossary

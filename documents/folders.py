@@ -86,7 +86,7 @@ def folder_sync(
         for source_path, document in sorted(known.items()):
             if source_path not in present:
                 try:
-                    services.document_delete(document=document)
+                    services.document_delete(document=document, reason="folder sync: the file is gone")
                 except Exception as e:  # the store is down: the row stays, the next sync retries
                     summary.failed += 1
                     summary.problems.append(f"could not remove {source_path}: {e}")

@@ -452,12 +452,25 @@ async def document_delete_vectors(*, document_id: str, tenant_id: str) -> int:
     return removed
 
 
-def document_delete(*, document: Document) -> int:
-    """Delete vectors first (the row stays if that fails, so it can be retried), then file and row."""
+def document_delete(*, document: Document, actor=None, request=None, reason: str = "") -> int:
+    """Delete vectors first (the row stays if that fails, so it can be retried), then file and row.
+    The deletion goes to the audit log: by `actor`, or by the system for `reason` (a sync)."""
+    from access.audit import audit_record
+    from access.models import AuditEvent
+
     removed = async_to_sync(document_delete_vectors)(document_id=document.document_id, tenant_id=document.tenant_id)
     storage, name = document.file.storage, document.file.name
     tenant_id, document_id = document.tenant_id, document.document_id
+    title, tags = document.title, sorted(document.tags.values_list("slug", flat=True))
     document.delete()
+    audit_record(
+        action=AuditEvent.Action.DOCUMENT_DELETED,
+        tenant_id=tenant_id,
+        actor=actor,
+        summary=f"“{title}” deleted" + (f" ({reason})" if reason else ""),
+        data={"document_id": document_id, "title": title, "tags": tags, "chunks": removed, "reason": reason},
+        request=request,
+    )
     if name:
         storage.delete(name)
     _notify_deleted(tenant_id=tenant_id, document_id=document_id)

@@ -100,6 +100,6 @@ def site_delete(request, site_id):
         messages.info(request, "Wait until the crawl finishes, then delete the source.")
         return redirect("documents:site_detail", site_id=site.pk)
     name = site.name
-    removed = sites.site_delete(site=site)
+    removed = sites.site_delete(site=site, actor=request.user)
     messages.success(request, f"“{name}” and its {removed} page{'s' if removed != 1 else ''} were deleted.")
     return redirect("documents:sites")

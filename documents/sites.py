@@ -118,11 +118,11 @@ def site_create(
     return site
 
 
-def site_delete(*, site: SiteSource) -> int:
+def site_delete(*, site: SiteSource, actor=None) -> int:
     """Delete the source and every document it imported (chunks first); returns how many."""
     removed = 0
     for document in Document.objects.filter(site=site):
-        services.document_delete(document=document)
+        services.document_delete(document=document, actor=actor, reason=f"its site source “{site.name}” was deleted")
         removed += 1
     site.delete()
     return removed
@@ -264,7 +264,7 @@ def _remove_gone(run: CrawlRun, *, keep: set[str], gone: set[str], complete: boo
         url = document.source_url
         if url in gone or (complete and url not in keep):
             try:
-                services.document_delete(document=document)
+                services.document_delete(document=document, reason="site crawl: the page is gone")
             except Exception as e:  # the store is down: keep the row, the next crawl tries again
                 logger.warning("could not remove gone page %s: %s", url, e)
                 continue

@@ -222,7 +222,7 @@ def document_delete(request, document_id):
     if problem:
         return _row_or_redirect(request, document, problem, messages.INFO)
     title = document.title
-    services.document_delete(document=document)
+    services.document_delete(document=document, actor=request.user, request=request)
     if request.htmx:
         return HttpResponse("")
     messages.success(request, f"“{title}” and its indexed chunks were deleted.")

@@ -280,11 +280,38 @@ CONTENT_SECURITY_POLICY = {
 
 # Sign-in throttling (django-axes): after RAGCHAT_LOGIN_FAILURE_LIMIT failed sign-ins for one
 # username from one address, that pair is locked out for RAGCHAT_LOGIN_LOCKOUT_MINUTES.
-AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+# Company sign-in (OpenID Connect, mozilla-django-oidc; docs/sign-in.md): on when an issuer and a
+# client id are set. RAGCHAT_LOCAL_PASSWORDS: true (passwords too), admins (only superusers may
+# use a password: the way back in when the provider fails), false (company sign-in only).
+RAGCHAT_OIDC_ISSUER = env.str("RAGCHAT_OIDC_ISSUER", default="").rstrip("/")
+OIDC_RP_CLIENT_ID = env.str("RAGCHAT_OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env.str("RAGCHAT_OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = env.str("RAGCHAT_OIDC_SCOPES", default="openid email profile")
+OIDC_RP_SIGN_ALGO = env.str("RAGCHAT_OIDC_SIGN_ALGO", default="RS256")
+RAGCHAT_OIDC_GROUPS_CLAIM = env.str("RAGCHAT_OIDC_GROUPS_CLAIM", default="groups")
+RAGCHAT_OIDC_USERNAME_CLAIM = env.str("RAGCHAT_OIDC_USERNAME_CLAIM", default="preferred_username")
+RAGCHAT_OIDC_EMAIL_CLAIM = env.str("RAGCHAT_OIDC_EMAIL_CLAIM", default="email")
+RAGCHAT_OIDC_LABEL = env.str("RAGCHAT_OIDC_LABEL", default="your company account")
+RAGCHAT_OIDC_TENANT = env.str("RAGCHAT_OIDC_TENANT", default="default")
+RAGCHAT_LOCAL_PASSWORDS = env.str("RAGCHAT_LOCAL_PASSWORDS", default="true").strip().lower()
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+OIDC_AUTHENTICATION_CALLBACK_URL = "oidc:callback"
+OIDC_REDIRECT_ALLOWED_HOSTS: list[str] = []
+LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend"]
+if RAGCHAT_LOCAL_PASSWORDS in ("admins", "admin"):
+    AUTHENTICATION_BACKENDS.append("access.oidc.AdminPasswordBackend")
+elif RAGCHAT_LOCAL_PASSWORDS not in ("false", "off", "no", "0"):
+    AUTHENTICATION_BACKENDS.append("django.contrib.auth.backends.ModelBackend")
+if RAGCHAT_OIDC_ISSUER and OIDC_RP_CLIENT_ID:
+    AUTHENTICATION_BACKENDS.append("access.oidc.OIDCBackend")
 AXES_FAILURE_LIMIT = env.int("RAGCHAT_LOGIN_FAILURE_LIMIT", default=5)
 AXES_COOLOFF_TIME = env.int("RAGCHAT_LOGIN_LOCKOUT_MINUTES", default=15) / 60  # hours
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_CALLABLE = "access.views.locked_out"
 AXES_VERBOSE = False
+AXES_WHITELIST_CALLABLE = "access.oidc.axes_exempt"  # company sign-ins: the provider throttles them
 AXES_ENABLE_ADMIN = False  # lockouts are in the tenant's audit log; `manage.py axes_reset_username` unlocks

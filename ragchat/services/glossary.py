@@ -136,6 +136,11 @@ GLOSSARY_CSV_COLUMNS = ("tag", "term", "aliases", "note")
 _FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
+def guard_csv_cell(cell: str) -> str:
+    """A cell a spreadsheet will not run as a formula (any CSV export of text people typed)."""
+    return "'" + cell if cell.startswith(_FORMULA_START) else cell
+
+
 @dataclass(frozen=True)
 class GlossaryRow:
     """One row of a glossary CSV: its line number, the tag as written (slug or name), the term
@@ -200,9 +205,7 @@ def write_glossary_csv(rows: Iterable[tuple[str, str, Sequence[str], str]]) -> s
     import csv
     import io
 
-    def guard(cell: str) -> str:
-        return "'" + cell if cell.startswith(_FORMULA_START) else cell
-
+    guard = guard_csv_cell
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(GLOSSARY_CSV_COLUMNS)

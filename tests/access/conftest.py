@@ -63,6 +63,7 @@ class World:
     messages: dict = field(default_factory=dict)
     questions: dict = field(default_factory=dict)
     glossary: dict = field(default_factory=dict)
+    sign_in: dict = field(default_factory=dict)  # group mappings, company identities, synced roles
 
 
 def _source(doc: Document, marker: str, index: int = 0) -> dict:
@@ -257,6 +258,32 @@ def build_world(django_user_model) -> World:
     w.sessions = {"s1": s1, "s2": s2, "s3": s3, "s4": s4}
     w.messages = {"a1": a1, "a2": a2, "a3": a3, "a4": a4, "a5": a5}
     w.questions = {"rq_a": rq_a, "rq_b": rq_b, "rq_fb": rq_fb, "rq_t2": rq_t2}
+
+    # Company sign-in: a group mapping, an identity and a synced membership per tenant (the other
+    # tenant's carry its marker: an admin's lists must not show them).
+    from access.models import GroupMapping, OIDCIdentity, SyncedMembership
+
+    mia, tina = w.users["member_a"], w.users["other_tenant"]
+    w.sign_in = {
+        "mappings": [
+            GroupMapping.objects.create(group="alpha-readers", tag=alpha),
+            GroupMapping.objects.create(tenant_id="t2", group=f"gamma-{MK_T2}", tag=gamma),
+        ],
+        "identities": [
+            OIDCIdentity.objects.create(
+                user=mia, issuer="https://idp.example.com", subject="mia-1", groups=["alpha-readers"]
+            ),
+            OIDCIdentity.objects.create(
+                user=tina, issuer="https://idp.example.com", subject=f"tina-{MK_T2}", groups=[f"gamma-{MK_T2}"]
+            ),
+        ],
+        "synced": [
+            SyncedMembership.objects.create(
+                user=mia, tag=alpha, role="member", groups=["alpha-readers"], kept_manual=True
+            ),
+            SyncedMembership.objects.create(user=tina, tag=gamma, role="owner", groups=[f"gamma-{MK_T2}"]),
+        ],
+    }
     return w
 
 
