@@ -37,6 +37,8 @@ def test_tag_owner_and_member_changes_in_the_admin_are_audited(world):
             "description": "",
             "owner": fiona.pk,  # was oscar
             "members": [mia.pk, fiona.pk],  # emma out, fiona in
+            "review_days": alpha.review_days,
+            "target_hours": alpha.target_hours,
         },
     )
     assert response.status_code == 302, response.content.decode()[:3000]
