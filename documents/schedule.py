@@ -4,13 +4,15 @@ folders (RAGCHAT_SYNC_FOLDERS), every RAGCHAT_SCHEDULE_MINUTES.
 With in-process ingestion the server is the only process that may open the embedded store, so
 it runs the schedule itself: `start_schedule()` (called on the server's first ASGI call, with the
 recovery) starts one asyncio task on its loop. With the "tasks" backend, run `manage.py crawl_site
---due` and `manage.py sync_folder --configured` from cron or a systemd timer instead.
+--due`, `manage.py sync_folder --configured` and `manage.py review_knowledge` from cron or a systemd
+timer instead. Other apps add their periodic work with `schedule_register()`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
@@ -20,6 +22,15 @@ from access.policy import admins_of
 logger = logging.getLogger(__name__)
 
 _task: asyncio.Task | None = None
+
+# Other apps' periodic work, run every round after the sources (e.g. routing's verified knowledge
+# whose review date passed): name -> a function returning a count. The documents app cannot import
+# them, so they register here when Django starts.
+_rounds: dict[str, Callable[[], int]] = {}
+
+
+def schedule_register(name: str, work: Callable[[], int]) -> None:
+    _rounds[name] = work
 
 
 def run_schedule_once() -> dict:
@@ -48,6 +59,12 @@ def run_schedule_once() -> dict:
             continue
         done["folders"] += 1
         logger.info("folder synced", extra={"folder": str(path), "summary": summary.line()})
+    for name, work in _rounds.items():
+        try:
+            done[name] = work()
+        except Exception as e:  # one app's work must not stop the others'
+            logger.exception("scheduled %s failed", name)
+            done["problems"].append(f"{name}: {e}")
     return done
 
 

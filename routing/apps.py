@@ -8,8 +8,16 @@ class RoutingConfig(AppConfig):
 
     def ready(self) -> None:
         from chat import presenters
-        from routing import receivers  # noqa: F401 (connects the chat signals)
+        from documents.schedule import schedule_register
+        from routing import (
+            knowledge,
+            receivers,  # noqa: F401 (connects the chat signals)
+        )
         from routing.selectors import route_statuses
 
         # The chat page says to whom an answer went and whether they answered.
         presenters.route_statuses_provide(route_statuses)
+        # Citations of verified knowledge show its status as the database has it now.
+        presenters.knowledge_states_provide(knowledge.badge_states)
+        # Verified answers past their review date need review (each schedule round; idempotent).
+        schedule_register("knowledge_review_due", knowledge.review_due)

@@ -28,3 +28,10 @@ class AnswerForm(forms.Form):
         if data.get("publish") and "publish_tag" in self.fields and not data.get("publish_tag"):
             self.add_error("publish_tag", "Choose the tag to publish this answer under.")
         return data
+
+
+class KnowledgeEditForm(forms.Form):
+    """The owner's new text of a verified answer (re-published and verified by them)."""
+
+    question = forms.CharField(max_length=2_000, strip=True, widget=forms.TextInput())
+    answer = forms.CharField(max_length=20_000, strip=True, widget=forms.Textarea(attrs={"rows": 7}))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 
+from django.db.models.signals import post_save, pre_delete
 from django.dispatch import receiver
 
 from chat.signals import answer_completed, session_opened
@@ -24,3 +25,26 @@ def mark_answers_seen(sender, session, user, **kwargs) -> None:
     from routing.services import answers_mark_seen
 
     answers_mark_seen(user=user, session=session)
+
+
+# Verified knowledge (routing.knowledge): a relied-on document replaced or deleted makes the answers
+# built on it need review, whichever path replaced or deleted it (upload page, API, admin, synced
+# folder, re-crawl). Model signals, since the documents app cannot import routing.
+
+
+@receiver(post_save, sender="documents.Document", dispatch_uid="routing.knowledge_document_saved")
+def knowledge_document_saved(sender, instance, created, update_fields=None, **kwargs) -> None:
+    # A new version is saved whole (documents.services.document_replace_file); progress and
+    # metadata writes name their fields and never change the version.
+    if created or (update_fields is not None and "version" not in update_fields) or instance.version <= 1:
+        return
+    from routing.knowledge import documents_replaced
+
+    documents_replaced(document=instance)
+
+
+@receiver(pre_delete, sender="documents.Document", dispatch_uid="routing.knowledge_document_deleted")
+def knowledge_document_deleted(sender, instance, **kwargs) -> None:
+    from routing.knowledge import document_deleted
+
+    document_deleted(document=instance)

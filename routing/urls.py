@@ -12,3 +12,10 @@ urlpatterns = [
     path("q/<int:question_id>/close/", views.question_close, name="close"),
     path("escalate/<int:message_id>/", views.escalate, name="escalate"),
 ]
+
+urlpatterns += [
+    path("knowledge/", views.knowledge_list, name="knowledge"),
+    path("knowledge/<int:verified_id>/", views.knowledge_detail, name="knowledge_detail"),
+    path("knowledge/<int:verified_id>/reverify/", views.knowledge_reverify, name="knowledge_reverify"),
+    path("knowledge/<int:verified_id>/retire/", views.knowledge_retire, name="knowledge_retire"),
+]
