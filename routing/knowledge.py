@@ -57,14 +57,11 @@ def display_name(user) -> str:
     return user.get_full_name() or user.username
 
 
-def knowledge_text(*, question: str, answer: str, verified_by, at: datetime) -> str:
-    """The published document's Markdown: what retrieval finds and cites."""
-    return (
-        f"# {question.strip()}\n\n"
-        f"**Question:** {question.strip()}\n\n"
-        f"**Answer:** {answer.strip()}\n\n"
-        f"_Verified by {display_name(verified_by)} on {at.date().isoformat()}._\n"
-    )
+def knowledge_text(*, question: str, answer: str) -> str:
+    """The published document's Markdown: what retrieval finds and cites. Who verified it and when
+    is not in the text (the model would repeat it after it stopped being true): the chunks' payload
+    and the citation badge, read from the database, say it."""
+    return f"# {question.strip()}\n\n**Question:** {question.strip()}\n\n**Answer:** {answer.strip()}\n"
 
 
 def knowledge_metadata(verified: VerifiedAnswer) -> dict[str, Any]:
@@ -292,13 +289,15 @@ def edit(*, verified: VerifiedAnswer, user, question: str, answer: str) -> Verif
     if verified.status == Status.RETIRED:
         raise KnowledgeError("A retired answer cannot be edited; publish a new one.")
     document = verified.document
+    if document is not None and (question, answer) == (verified.question, verified.answer):
+        return reverify(verified=verified, user=user)  # nothing to re-publish: verifying it is all
     if document is not None and document.is_busy and not document.is_stale:
         raise KnowledgeError("Its document is being indexed; try again in a moment.")
     now = timezone.now()
     with transaction.atomic():
         verified.question, verified.answer = question, answer
         _refresh_verification(verified, user=user, at=now)
-        data = knowledge_text(question=question, answer=answer, verified_by=user, at=now).encode()
+        data = knowledge_text(question=question, answer=answer).encode()
         filename = f"verified-answer-{verified.source_question_id or verified.pk}.md"
         try:
             if document is None:

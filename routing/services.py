@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from datetime import datetime
 from typing import NamedTuple
 
 from asgiref.sync import async_to_sync
@@ -390,10 +389,6 @@ def question_close(*, question: RoutedQuestion, user) -> RoutedQuestion:
     return question
 
 
-def verified_document_text(*, question: RoutedQuestion, answered_by, at: datetime) -> str:
-    return knowledge.knowledge_text(question=question.question, answer=question.answer, verified_by=answered_by, at=at)
-
-
 def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) -> Document:
     """Publish an answered question as a verified document scoped to its tag (R-ROUTE-5), and
     record it as verified knowledge (routing.knowledge: who, when, the documents it relied on, a
@@ -411,9 +406,7 @@ def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) 
     tag = tag or question.tag
     if tag is None:
         raise RoutingError("Choose the tag to publish this answer under.")
-    answered_by = question.answered_by or user
-    at = question.answered_at or timezone.now()
-    data = verified_document_text(question=question, answered_by=answered_by, at=at).encode()
+    data = knowledge.knowledge_text(question=question.question, answer=question.answer).encode()
     with transaction.atomic():
         try:
             document = document_create(user=user, data=data, filename=f"verified-answer-{question.pk}.md", tags=[tag])

@@ -262,7 +262,6 @@ def knowledge_detail(request, verified_id):
             "sources": knowledge.sources_of(verified),
             "editable": verified.status != VerifiedAnswer.Status.RETIRED,
         },
-        status=400 if request.method == "POST" else 200,
     )
 
 
