@@ -96,7 +96,7 @@ def question_detail(request, question_id):
             "entry": entry,
             "html": render_answer(
                 entry.message.content,
-                known=entry.message.citations or [],
+                known=knowledge.badge_states(list(entry.message.citations or [])),
                 prefix=f"rq{question.pk}c{entry.message.pk}",
             ).html
             if entry.visible and entry.message.role != "user"

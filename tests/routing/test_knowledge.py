@@ -175,7 +175,11 @@ async def test_review_date_passing_makes_it_need_review(asker, owner, corpus, fa
 
 async def test_the_listener_hears_each_answer_that_needs_review(asker, owner, corpus, fake_ollama):
     heard: list[int] = []
-    knowledge.needs_review_listen(lambda v: heard.append(v.pk))
+
+    def listener(verified):
+        heard.append(verified.pk)
+
+    knowledge.needs_review_listen(listener)
     try:
         verified = await publish(asker, owner, fake_ollama)
         await sync_to_async(knowledge.mark_needs_review)(verified=verified, reason="Test reason.")
@@ -183,7 +187,7 @@ async def test_the_listener_hears_each_answer_that_needs_review(asker, owner, co
         assert heard == [verified.pk]
         assert (await fresh(verified)).needs_review_reason == "Test reason."
     finally:
-        knowledge._listeners.clear()
+        knowledge._listeners.remove(listener)
 
 
 async def test_needs_review_is_left_out_of_retrieval_when_the_setting_says_so(
