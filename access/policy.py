@@ -304,6 +304,20 @@ def may_answer(*, user, question) -> bool:
     return visible_questions(user=user).filter(pk=question.pk).exists()
 
 
+def verified_answers(*, user) -> QuerySet:
+    """Verified knowledge a person looks after: on the tags they own; admins every tag of the tenant."""
+    VerifiedAnswer = _model("routing.VerifiedAnswer")
+    if not is_signed_in(user):
+        return VerifiedAnswer.objects.none()
+    answers = VerifiedAnswer.objects.filter(tenant_id=user.tenant_id)
+    return answers if is_admin(user) else answers.filter(tag__owner=user)
+
+
+def may_manage_verified(*, user, verified) -> bool:
+    """Re-verify, edit or retire a verified answer: its tag's owner, or an admin."""
+    return verified is not None and verified_answers(user=user).filter(pk=verified.pk).exists()
+
+
 def may_escalate(*, user, message) -> bool:
     """ "Ask the owner" on an answer: only from the asker's own session."""
     return message is not None and is_signed_in(user) and message.session.owner_id == user.pk

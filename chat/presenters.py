@@ -68,6 +68,22 @@ def route_statuses(messages: list[Message]) -> dict[int, dict[str, Any]]:
     return _route_statuses(ids) if _route_statuses is not None and ids else {}
 
 
+# What verified knowledge a citation points to has become (routing.knowledge.badge_states): the
+# citations with their verified / verified_by / verified_at / knowledge_status metadata as the
+# database has them now, so an old answer shows "Needs review" once its source does.
+KnowledgeStates = Callable[[list[dict[str, Any]]], list[dict[str, Any]]]
+_knowledge_states: KnowledgeStates | None = None
+
+
+def knowledge_states_provide(lookup: KnowledgeStates) -> None:
+    global _knowledge_states
+    _knowledge_states = lookup
+
+
+def knowledge_states(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return _knowledge_states(citations) if _knowledge_states is not None and citations else citations
+
+
 STOPPED = "Stopped"  # the stored error_type of an answer its asker stopped (chat.turns stores it)
 
 
@@ -83,7 +99,8 @@ def message_context(message: Message) -> dict[str, Any]:
         # a person already, and the notice under it says to whom.
         content = MODEL_INSUFFICIENT_SENTENCE
     grounding = message.grounding if message.status == Message.Status.COMPLETE and content == message.content else None
-    rendered = render_answer(content, known=known or [], prefix=prefix, grounding=grounding)
+    known = knowledge_states(list(known or []))
+    rendered = render_answer(content, known=known, prefix=prefix, grounding=grounding)
     ctx["body"] = rendered.html
     ctx["sources"] = rendered.sources
     if message.status == Message.Status.COMPLETE and content:

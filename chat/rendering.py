@@ -198,10 +198,12 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             "expandable": len(full) > len(short.removesuffix("...")),
             "url": source.get("url") or "",
             "external": bool(source.get("url")) and not str(source.get("url")).startswith("/"),
-            # Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>".
+            # Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>";
+            # one that needs review (a source changed, its review date passed) or was retired says so.
             "verified": bool(meta.get("verified")),
             "verified_by": meta.get("verified_by") or "an owner",
             "verified_at": meta.get("verified_at") or "",
+            "knowledge": "" if meta.get("verified") else str(meta.get("knowledge_status") or ""),
         },
     )
 

@@ -61,3 +61,10 @@ class NotificationPreferenceForm(forms.ModelForm):
         if not has_inbox:
             for name in (*self.INBOX_FIELDS, "digest"):
                 del self.fields[name]
+
+
+class KnowledgeEditForm(forms.Form):
+    """The owner's new text of a verified answer (re-published and verified by them)."""
+
+    question = forms.CharField(max_length=2_000, strip=True, widget=forms.TextInput())
+    answer = forms.CharField(max_length=20_000, strip=True, widget=forms.Textarea(attrs={"rows": 7}))

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from django.db import transaction
-from django.db.models.signals import post_init, post_save
+from django.db.models.signals import post_save, pre_delete
 from django.dispatch import receiver
 
 from chat.signals import answer_completed, session_opened
@@ -31,24 +30,37 @@ def mark_answers_seen(sender, session, user, **kwargs) -> None:
 
 
 # Verified knowledge that needs review counts in its owner's inbox badge: whoever changes its status
-# (a replaced source, the review date passing, re-verify, retire), the badges follow, live, and the
-# people who answer for it are told when it starts needing review.
+# (a replaced source, the review date passing, re-verify, edit, retire), the badges follow, live,
+# and the people who answer for it are told when it starts needing review. Registered with
+# routing.knowledge.status_listen (routing/apps.py), which calls it after the change commits.
 
 
-@receiver(post_init, sender=VerifiedAnswer, dispatch_uid="routing.verified_remember_status")
-def verified_remember_status(sender, instance, **kwargs) -> None:
-    instance._status_as_loaded = instance.__dict__.get("status")
-
-
-@receiver(post_save, sender=VerifiedAnswer, dispatch_uid="routing.verified_status_changed")
-def verified_status_changed(sender, instance, created, **kwargs) -> None:
-    before, now = getattr(instance, "_status_as_loaded", None), instance.status
-    instance._status_as_loaded = now
-    if before == now and not (created and now == VerifiedAnswer.Status.NEEDS_REVIEW):
-        return
+def verified_status_changed(verified: VerifiedAnswer) -> None:
     from routing.services import notify_needs_review, verified_badges_changed
 
-    pk = instance.pk
-    transaction.on_commit(lambda: verified_badges_changed(verified_id=pk))
-    if now == VerifiedAnswer.Status.NEEDS_REVIEW:
-        transaction.on_commit(lambda: notify_needs_review(verified_id=pk))
+    verified_badges_changed(verified_id=verified.pk)
+    if verified.status == VerifiedAnswer.Status.NEEDS_REVIEW:
+        notify_needs_review(verified_id=verified.pk)
+
+
+# Verified knowledge (routing.knowledge): a relied-on document replaced or deleted makes the answers
+# built on it need review, whichever path replaced or deleted it (upload page, API, admin, synced
+# folder, re-crawl). Model signals, since the documents app cannot import routing.
+
+
+@receiver(post_save, sender="documents.Document", dispatch_uid="routing.knowledge_document_saved")
+def knowledge_document_saved(sender, instance, created, update_fields=None, **kwargs) -> None:
+    # A new version is saved whole (documents.services.document_replace_file); progress and
+    # metadata writes name their fields and never change the version.
+    if created or (update_fields is not None and "version" not in update_fields) or instance.version <= 1:
+        return
+    from routing.knowledge import documents_replaced
+
+    documents_replaced(document=instance)
+
+
+@receiver(pre_delete, sender="documents.Document", dispatch_uid="routing.knowledge_document_deleted")
+def knowledge_document_deleted(sender, instance, **kwargs) -> None:
+    from routing.knowledge import document_deleted
+
+    document_deleted(document=instance)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from datetime import datetime
 from typing import NamedTuple
 
 from asgiref.sync import async_to_sync
@@ -34,6 +33,7 @@ from ragchat import runtime
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
+from routing import knowledge
 from routing.models import QuestionGroup, RoutedQuestion, VerifiedAnswer
 from routing.notifications import (
     Kind,
@@ -63,10 +63,7 @@ def group_similarity() -> float:
     return float(getattr(settings, "ROUTING_GROUP_SIMILARITY", DEFAULT_GROUP_SIMILARITY))
 
 
-def display_name(user) -> str:
-    if user is None:
-        return "an administrator"
-    return user.get_full_name() or user.username
+display_name = knowledge.display_name
 
 
 # ------------------------------------------------------------------------------------- targeting
@@ -475,19 +472,11 @@ def question_close(*, question: RoutedQuestion, user) -> RoutedQuestion:
     return question
 
 
-def verified_document_text(*, question: RoutedQuestion, answered_by, at: datetime) -> str:
-    return (
-        f"# {question.question.strip()}\n\n"
-        f"**Question:** {question.question.strip()}\n\n"
-        f"**Answer:** {question.answer.strip()}\n\n"
-        f"_Verified by {display_name(answered_by)} on {at.date().isoformat()}._\n"
-    )
-
-
 def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) -> Document:
-    """Publish an answered question as a verified document scoped to its tag (R-ROUTE-5). It is
-    uploaded and ingested like any document; its chunks carry verified / verified_by / verified_at,
-    which citations expose in Citation.metadata."""
+    """Publish an answered question as a verified document scoped to its tag (R-ROUTE-5), and
+    record it as verified knowledge (routing.knowledge: who, when, the documents it relied on, a
+    review-by date). It is uploaded and ingested like any document; its chunks carry verified /
+    verified_by / verified_at / knowledge_status, which citations expose in Citation.metadata."""
     from documents.services import UploadRefused, document_create
     from documents.tasks import ingestion_enqueue
 
@@ -500,27 +489,21 @@ def question_publish(*, question: RoutedQuestion, user, tag: Tag | None = None) 
     tag = tag or question.tag
     if tag is None:
         raise RoutingError("Choose the tag to publish this answer under.")
-    answered_by = question.answered_by or user
-    at = question.answered_at or timezone.now()
-    data = verified_document_text(question=question, answered_by=answered_by, at=at).encode()
-    try:
-        document = document_create(user=user, data=data, filename=f"verified-answer-{question.pk}.md", tags=[tag])
-    except UploadRefused as e:
-        raise RoutingError(str(e)) from e
-    document.title = question.question.strip()[:300]
-    document.chunk_metadata = {
-        "verified": True,
-        "verified_by": display_name(answered_by),
-        "verified_by_id": answered_by.pk,
-        "verified_at": at.date().isoformat(),
-        "routed_question_id": question.pk,
-    }
-    document.save(update_fields=["title", "chunk_metadata", "updated_at"])
-    RoutedQuestion.objects.filter(pk=question.pk).update(published_document=document)
-    if question.group_id is not None:
-        RoutedQuestion.objects.filter(group_id=question.group_id, status=RoutedQuestion.Status.ANSWERED).update(
-            published_document=document
-        )
+    data = knowledge.knowledge_text(question=question.question, answer=question.answer).encode()
+    with transaction.atomic():
+        try:
+            document = document_create(user=user, data=data, filename=f"verified-answer-{question.pk}.md", tags=[tag])
+        except UploadRefused as e:
+            raise RoutingError(str(e)) from e
+        verified = knowledge.verified_answer_create(question=question, document=document, tag=tag, user=user)
+        document.title = question.question.strip()[:300]
+        document.chunk_metadata = knowledge.knowledge_metadata(verified)
+        document.save(update_fields=["title", "chunk_metadata", "updated_at"])
+        RoutedQuestion.objects.filter(pk=question.pk).update(published_document=document)
+        if question.group_id is not None:
+            RoutedQuestion.objects.filter(group_id=question.group_id, status=RoutedQuestion.Status.ANSWERED).update(
+                published_document=document
+            )
     question.published_document = document
     transaction.on_commit(lambda: ingestion_enqueue(document.pk))
     logger.info("answer published", extra={"event": "answer_published", "document_id": str(document.pk)})

@@ -13,3 +13,10 @@ urlpatterns = [
     path("escalate/<int:message_id>/", views.escalate, name="escalate"),
     path("notifications/", views.notification_settings, name="notifications"),
 ]
+
+urlpatterns += [
+    path("knowledge/", views.knowledge_list, name="knowledge"),
+    path("knowledge/<int:verified_id>/", views.knowledge_detail, name="knowledge_detail"),
+    path("knowledge/<int:verified_id>/reverify/", views.knowledge_reverify, name="knowledge_reverify"),
+    path("knowledge/<int:verified_id>/retire/", views.knowledge_retire, name="knowledge_retire"),
+]

@@ -19,9 +19,9 @@ from access import policy
 from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
 from ragchat.partials import render_partial
-from routing import selectors, services
-from routing.forms import AnswerForm, NotificationPreferenceForm
-from routing.models import NotificationPreference, RoutedQuestion
+from routing import knowledge, selectors, services
+from routing.forms import AnswerForm, KnowledgeEditForm, NotificationPreferenceForm
+from routing.models import NotificationPreference, RoutedQuestion, VerifiedAnswer
 
 
 @login_required
@@ -42,6 +42,7 @@ def inbox(request):
             "figures": selectors.tag_figures(user=user),
             "is_admin": policy.is_admin(user),
             "window_days": selectors.FIGURES_WINDOW_DAYS,
+            "review_items": knowledge.needs_review_items(user)[:50],
         },
     )
 
@@ -95,7 +96,7 @@ def question_detail(request, question_id):
             "entry": entry,
             "html": render_answer(
                 entry.message.content,
-                known=entry.message.citations or [],
+                known=knowledge.badge_states(list(entry.message.citations or [])),
                 prefix=f"rq{question.pk}c{entry.message.pk}",
             ).html
             if entry.visible and entry.message.role != "user"
@@ -220,3 +221,99 @@ def notification_settings(request):
         {"form": form, "has_inbox": has_inbox, "pref": pref},
         status=400 if form.errors else 200,
     )
+
+
+# ------------------------------------------------------------------------------------- verified knowledge
+
+KNOWLEDGE_FILTERS = [("needs_review", "Needs review"), ("verified", "Verified"), ("retired", "Retired"), ("all", "All")]
+
+
+@login_required
+@require_GET
+def knowledge_list(request):
+    """Verified knowledge of the tags the person owns (admins: all), filtered by status."""
+    user = request.user
+    if not policy.has_inbox(user=user):
+        raise Http404("No verified knowledge.")
+    status = request.GET.get("status") or "all"
+    if status not in dict(KNOWLEDGE_FILTERS):
+        status = "all"
+    answers = policy.verified_answers(user=user).select_related("tag", "verified_by")
+    counts = {key: answers.filter(status=key).count() for key, _ in KNOWLEDGE_FILTERS if key != "all"}
+    if status != "all":
+        answers = answers.filter(status=status)
+    return render(
+        request,
+        "routing/knowledge.html",
+        {
+            "answers": answers.order_by("status", "-verified_at")[:200],
+            "status": status,
+            "filters": [(key, label, counts.get(key, sum(counts.values()))) for key, label in KNOWLEDGE_FILTERS],
+        },
+    )
+
+
+@login_required
+def knowledge_detail(request, verified_id):
+    """One verified answer: why it needs review, its sources then and now; re-verify, edit, retire."""
+    verified = knowledge.knowledge_for_user(user=request.user, verified_id=verified_id)
+    form = KnowledgeEditForm(initial={"question": verified.question, "answer": verified.answer})
+    if request.method == "POST":
+        form = KnowledgeEditForm(request.POST)
+        if form.is_valid():
+            try:
+                knowledge.edit(
+                    verified=verified,
+                    user=request.user,
+                    question=form.cleaned_data["question"],
+                    answer=form.cleaned_data["answer"],
+                )
+            except knowledge.VerifiedNotFound as e:
+                raise Http404("No such verified answer.") from e
+            except knowledge.KnowledgeError as e:
+                form.add_error(None, str(e))
+            else:
+                messages.success(request, "Saved and verified by you: the new text is being indexed.")
+                return redirect("routing:knowledge_detail", verified_id=verified.pk)
+    elif request.method != "GET":
+        return HttpResponse(status=405)
+    return render(
+        request,
+        "routing/knowledge_detail.html",
+        {
+            "v": verified,
+            "form": form,
+            "sources": knowledge.sources_of(verified),
+            "editable": verified.status != VerifiedAnswer.Status.RETIRED,
+        },
+    )
+
+
+@login_required
+@require_POST
+def knowledge_reverify(request, verified_id):
+    verified = knowledge.knowledge_for_user(user=request.user, verified_id=verified_id)
+    try:
+        knowledge.reverify(verified=verified, user=request.user)
+    except knowledge.VerifiedNotFound as e:
+        raise Http404("No such verified answer.") from e
+    except knowledge.KnowledgeError as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(request, f"Verified again by you; next review by {verified.review_by:%-d %b %Y}.")
+    return redirect("routing:knowledge_detail", verified_id=verified.pk)
+
+
+@login_required
+@require_POST
+def knowledge_retire(request, verified_id):
+    verified = knowledge.knowledge_for_user(user=request.user, verified_id=verified_id)
+    try:
+        knowledge.retire(verified=verified, user=request.user)
+    except knowledge.VerifiedNotFound as e:
+        raise Http404("No such verified answer.") from e
+    except knowledge.KnowledgeError as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(request, "Retired: the assistant no longer finds or cites it.")
+    return redirect("routing:knowledge_detail", verified_id=verified.pk)

@@ -60,6 +60,9 @@ class RAGSettings:
     qdrant_collection: str = "ragchat_chunks"
     rag_hybrid_search: bool = True  # dense + BM25 fused with RRF
     rag_prefetch_limit: int = 50  # candidates per stage before fusion
+    # Verified knowledge that needs review (a source changed, its review date passed): still
+    # retrieved and cited, shown as "needs review" (true), or left out of retrieval (false).
+    rag_needs_review_cited: bool = True
     # Embeddings: "local" (sentence-transformers, offline), "ollama", or "hashing" (fast stand-in).
     embedding_backend: str = "local"
     embedding_model: str = "all-MiniLM-L6-v2"

@@ -152,6 +152,48 @@ def site_sources(w):
     return out
 
 
+MANAGES_VERIFIED = {"va_a": {"owner_a", "superuser"}, "va_b": {"owner_b", "superuser"}, "va_t2": {"other_tenant"}}
+
+
+def verified_answers(w):
+    """Verified knowledge on tags alpha, beta and gamma (tenant t2), made on first use; each needs
+    review and has no document (so retiring or editing touches no other row of the world)."""
+    from django.utils import timezone
+
+    from routing.models import VerifiedAnswer
+
+    if not hasattr(w, "verified"):
+        w.verified = {
+            key: VerifiedAnswer.objects.create(
+                tenant_id=tag.tenant_id,
+                tag=tag,
+                question=f"Verified question {marker}?",
+                answer=f"Verified answer {marker}.",
+                verified_by=tag.owner,
+                verified_at=timezone.now(),
+                review_by=timezone.localdate(),
+                status=VerifiedAnswer.Status.NEEDS_REVIEW,
+                needs_review_reason=f"Its review date passed {marker}.",
+            )
+            for key, tag, marker in (
+                ("va_a", w.tags["alpha"], MK_A),
+                ("va_b", w.tags["beta"], MK_B),
+                ("va_t2", w.tags["gamma"], MK_T2),
+            )
+        }
+    out = {k: ({"verified_id": v.pk}, MANAGES_VERIFIED[k]) for k, v in w.verified.items()}
+    out["absent"] = ({"verified_id": 999999}, set())
+    return out
+
+
+def _verified_state(w, key):
+    from routing.models import VerifiedAnswer
+
+    v = getattr(w, "verified", {}).get(key)
+    fields = ("status", "question", "answer", "verified_at", "verified_by", "document")
+    return VerifiedAnswer.objects.filter(pk=v.pk).values(*fields).first() if v else None
+
+
 def _site_state(w, key):
     from documents.models import CrawlRun, SiteSource
 
@@ -281,6 +323,16 @@ ROUTES: dict[str, Route] = {
         data={"email_questions": "on", "digest": "daily"},
         state=_counts("routing.NotificationPreference"),
     ),
+    "routing:knowledge": Route("GET", one(HAS_INBOX)),
+    "routing:knowledge_detail": Route("GET", verified_answers),
+    "routing:knowledge_detail#edit": Route(
+        "POST",
+        verified_answers,
+        data={"question": "Edited by the matrix?", "answer": "Edited by the matrix."},
+        state=_verified_state,
+    ),
+    "routing:knowledge_reverify": Route("POST", verified_answers, state=_verified_state),
+    "routing:knowledge_retire": Route("POST", verified_answers, state=_verified_state),
     "access:view_as": Route("GET", one({"superuser"})),
     "access:view_as#run": Route("POST", one({"superuser"}), state=_counts("access.AuditEvent")),
     "access:audit": Route("GET", one({"superuser"})),

@@ -35,11 +35,16 @@ async def next_badge(tab) -> str:
 
 
 @sync_to_async
-def set_status(verified: VerifiedAnswer, status: str) -> None:
+def set_status(verified: VerifiedAnswer, status: str, *, by=None) -> None:
+    """Through the lifecycle's own transitions (routing.knowledge), as the product changes it."""
+    from routing import knowledge
+
     verified.refresh_from_db()
-    verified.status = status
-    verified.needs_review_reason = "A source was replaced" if status == VerifiedAnswer.Status.NEEDS_REVIEW else ""
-    verified.save()
+    if status == VerifiedAnswer.Status.NEEDS_REVIEW:
+        knowledge.mark_needs_review(verified=verified, reason="A source was replaced")
+    else:
+        assert status == VerifiedAnswer.Status.RETIRED
+        knowledge.retire(verified=verified, user=by)
 
 
 @sync_to_async
@@ -75,7 +80,7 @@ async def test_review_items_and_needs_review_count_in_the_live_badge(asker, owne
     assert "A source was replaced" in mail.body and "How many parking spaces are there?" in mail.body
 
     # Re-verified (or retired): it leaves the count; the review item dismissed: zero, badge hidden.
-    await set_status(verified, VerifiedAnswer.Status.VERIFIED)
+    await set_status(verified, VerifiedAnswer.Status.RETIRED, by=owner)
     assert await next_badge(owner_nav) == "1"
     await sync_to_async(question_close)(question=item, user=owner)
     frame = await owner_nav.receive()

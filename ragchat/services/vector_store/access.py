@@ -21,12 +21,22 @@ class Conditions:
 
     equals: tuple[tuple[str, str], ...] = ()
     any_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # Excluded: a point whose value of the key is one of these is not matched (must_not).
+    none_of: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
 
-def access_conditions(*, user_tags: Sequence[str], tenant_id: str) -> Conditions:
-    """THE access rule: same tenant, and at least one tag the user holds or "public"."""
+# Verified knowledge no longer verified (a source it relied on changed, or its review date passed)
+# carries this payload value; `cite_needs_review=False` keeps it out of retrieval altogether.
+KNOWLEDGE_STATUS = "knowledge_status"
+NEEDS_REVIEW = "needs_review"
+
+
+def access_conditions(*, user_tags: Sequence[str], tenant_id: str, cite_needs_review: bool = True) -> Conditions:
+    """THE access rule: same tenant, and at least one tag the user holds or "public"; without
+    `cite_needs_review`, not a chunk of verified knowledge that needs review."""
     allowed = tuple(sorted({*(t for t in user_tags if t), PUBLIC_TAG}))
-    return Conditions(equals=(("tenant_id", tenant_id),), any_of=(("tags", allowed),))
+    none_of = () if cite_needs_review else ((KNOWLEDGE_STATUS, (NEEDS_REVIEW,)),)
+    return Conditions(equals=(("tenant_id", tenant_id),), any_of=(("tags", allowed),), none_of=none_of)
 
 
 def scope_conditions(*, document_id: str | None = None, tenant_id: str | None = None) -> Conditions:
@@ -38,5 +48,13 @@ def scope_conditions(*, document_id: str | None = None, tenant_id: str | None = 
 def allowed(payload: dict[str, Any], conditions: Conditions) -> bool:
     """Defence in depth: the engine filtered already; re-check so a mismatch can never leak."""
     equals_ok = all(payload.get(key) == value for key, value in conditions.equals)
-    any_ok = all(set(payload.get(key) or ()) & set(values) for key, values in conditions.any_of)
-    return equals_ok and any_ok
+    any_ok = all(set(_values(payload.get(key))) & set(values) for key, values in conditions.any_of)
+    none_ok = not any(set(_values(payload.get(key))) & set(values) for key, values in conditions.none_of)
+    return equals_ok and any_ok and none_ok
+
+
+def _values(value: Any) -> tuple[Any, ...]:
+    """A payload value as Qdrant matches it: a list matches by any element, a scalar by itself."""
+    if value is None:
+        return ()
+    return tuple(value) if isinstance(value, (list, tuple)) else (value,)

@@ -88,7 +88,10 @@ class EdgeBackend:
 
         must: list[Any] = [qe.FieldCondition(k, match=qe.MatchValue(v)) for k, v in conditions.equals]
         must += [qe.FieldCondition(k, match=qe.MatchAny(list(vs))) for k, vs in conditions.any_of]
-        return qe.Filter(must=must) if must else None
+        must_not: list[Any] = [qe.FieldCondition(k, match=qe.MatchAny(list(vs))) for k, vs in conditions.none_of]
+        if not must and not must_not:
+            return None
+        return qe.Filter(must=must or None, must_not=must_not or None)
 
     # --- lifecycle
     def _open_sync(self, meta: CollectionMeta) -> CollectionMeta | None:
@@ -202,6 +205,16 @@ class EdgeBackend:
 
         def write() -> None:
             self._shard.update(qe.UpdateOperation.delete_points_by_filter(self._filter(conditions)))
+            self._shard.flush()
+
+        await self._run(write, write=True)
+
+    async def set_payload(self, conditions: Conditions, payload: dict[str, Any]) -> None:
+        """Set these keys of every matching point's payload (others are kept)."""
+        import qdrant_edge as qe
+
+        def write() -> None:
+            self._shard.update(qe.UpdateOperation.set_payload_by_filter(self._filter(conditions), dict(payload)))
             self._shard.flush()
 
         await self._run(write, write=True)

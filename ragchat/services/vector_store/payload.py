@@ -18,7 +18,7 @@ from ragchat.services.types import ChunkRecord, SearchResult
 POINT_NAMESPACE = uuid.UUID("6f1c3e0a-4b7d-5c2e-9a8f-2d1e0b7c4a93")
 DENSE = "dense"
 SPARSE = "bm25"
-KEYWORD_FIELDS = ("tags", "tenant_id", "document_id")
+KEYWORD_FIELDS = ("tags", "tenant_id", "document_id", "knowledge_status")
 PAYLOAD_FIELDS = (
     "document_id",
     "chunk_index",

@@ -92,7 +92,10 @@ class ServerBackend:
 
         must: list[Any] = [m.FieldCondition(key=k, match=m.MatchValue(value=v)) for k, v in conditions.equals]
         must += [m.FieldCondition(key=k, match=m.MatchAny(any=list(vs))) for k, vs in conditions.any_of]
-        return m.Filter(must=must) if must else None
+        must_not: list[Any] = [m.FieldCondition(key=k, match=m.MatchAny(any=list(vs))) for k, vs in conditions.none_of]
+        if not must and not must_not:
+            return None
+        return m.Filter(must=must or None, must_not=must_not or None)
 
     async def open(self, meta: CollectionMeta) -> CollectionMeta | None:
         from qdrant_client import models as m
@@ -159,6 +162,15 @@ class ServerBackend:
 
         selector = m.FilterSelector(filter=self._filter(conditions))
         await self._call(lambda: self.client.delete(self.collection, points_selector=selector, wait=True))
+
+    async def set_payload(self, conditions: Conditions, payload: dict[str, Any]) -> None:
+        """Set these keys of every matching point's payload (others are kept)."""
+        from qdrant_client import models as m
+
+        selector = m.FilterSelector(filter=self._filter(conditions))
+        await self._call(
+            lambda: self.client.set_payload(self.collection, payload=dict(payload), points=selector, wait=True)
+        )
 
     async def count(self, conditions: Conditions) -> int:
         result = await self._call(

@@ -28,7 +28,7 @@ from ragchat.services.vector_store.access import Conditions, access_conditions, 
 from ragchat.services.vector_store.backend import Backend, CollectionMeta, Stage
 from ragchat.services.vector_store.edge import EdgeBackend
 from ragchat.services.vector_store.fusion import fuse
-from ragchat.services.vector_store.payload import DENSE, SPARSE, PointData, chunk_payload, point_id
+from ragchat.services.vector_store.payload import DENSE, PAYLOAD_FIELDS, SPARSE, PointData, chunk_payload, point_id
 from ragchat.services.vector_store.server import ServerBackend
 
 SEARCH_HYBRID, SEARCH_DENSE, SEARCH_BM25 = "hybrid", "dense", "bm25"
@@ -174,6 +174,21 @@ class VectorService:
             await self._backend.delete(scope)
         return found
 
+    async def set_document_payload(
+        self, document_id: str, payload: dict[str, Any], *, tenant_id: str | None = None
+    ) -> int:
+        """Set these payload keys on every chunk of a document (e.g. verified knowledge that needs
+        review stops saying verified) without re-embedding; returns how many chunks it touched."""
+        await self._ready()
+        reserved = sorted(set(payload) & set(PAYLOAD_FIELDS))
+        if reserved:
+            raise ValueError(f"set_document_payload may not change {', '.join(reserved)}")
+        scope = scope_conditions(document_id=document_id, tenant_id=tenant_id)
+        found = await self._backend.count(scope)
+        if found:
+            await self._backend.set_payload(scope, payload)
+        return found
+
     # --- reads
     async def count(self, *, document_id: str | None = None, tenant_id: str | None = None) -> int:
         await self._ready()
@@ -215,7 +230,9 @@ class VectorService:
         started = time.perf_counter()
         vector = await self.embedder.embed_query(query)
         embedded = time.perf_counter()
-        conditions = access_conditions(user_tags=user_tags, tenant_id=tenant_id)
+        conditions = access_conditions(
+            user_tags=user_tags, tenant_id=tenant_id, cite_needs_review=self.settings.rag_needs_review_cited
+        )
         prefetch = max(self.settings.rag_prefetch_limit, limit)
         stages = [Stage(DENSE, vector, conditions, prefetch)] if mode != SEARCH_BM25 else []
         sparse = bm25_query(query) if mode != SEARCH_DENSE else SparseVec((), ())
