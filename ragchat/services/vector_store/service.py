@@ -112,8 +112,8 @@ class VectorService:
                     f"Collection {self.settings.qdrant_collection!r} ({self._backend.name}) was built with "
                     f"embedding model {existing.embedding_model!r} ({existing.dimension} dims), but "
                     f"{wanted.embedding_model!r} ({wanted.dimension} dims) is configured. Either reindex "
-                    "(delete the collection and re-ingest the documents with the configured model) or set "
-                    "EMBEDDING_BACKEND/EMBEDDING_MODEL back to what the collection was built with."
+                    "(`manage.py reindex`: a new collection, every document re-embedded with the configured model) "
+                    "or set EMBEDDING_BACKEND/EMBEDDING_MODEL back to what the collection was built with."
                 )
             self._meta = wanted
 
