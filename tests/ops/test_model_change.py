@@ -7,11 +7,18 @@ model is served by the fake Ollama through the real client."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import httpx
+import pytest
 
+from chat import turns
+from chat.models import Message
+from ragchat import runtime
 from ragchat.evaluation.docgen import lorem_sentences, make_text
 from tests.browser.conftest import LiveServer
+from tests.chat.conftest import open_tab
+from tests.ops.test_faults import VACATION_Q
 from tests.ops.test_restart import sign_in
 
 STATS = """
@@ -83,3 +90,21 @@ def test_embedding_model_change_is_refused_until_reindexed(tmp_path, ollama_serv
     # And now the old model is the one refused.
     refused = old.manage("settle_index", check=False)
     assert refused.returncode and "nomic-embed-text" in refused.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("drain_turns")
+async def test_a_question_on_a_store_of_another_model_says_to_reindex(chat_session, corpus, settings, fake_ollama):
+    """The chat's own words for it: not "try again" (it would fail again) but what must happen."""
+    runtime.reset()
+    settings.RAG = replace(settings.RAG, embedding_backend="ollama", embedding_model="nomic-embed-text")
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask(VACATION_Q)
+    final = await tab.until_final()
+    await turns.wait_idle()
+    answer = await Message.objects.filter(session=chat_session, role="assistant").alast()
+    assert answer.status == "failed" and answer.error == turns.MSG_REINDEX
+    assert "manage.py reindex" in final
+    assert fake_ollama.requests_to("/api/chat") == []  # nothing answered without the documents
+    await tab.close()
