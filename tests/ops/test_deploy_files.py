@@ -116,7 +116,7 @@ def test_compose_file_wires_every_part(compose):
         assert ":" in image and not image.endswith(":latest"), (name, image)
     assert services["db"]["image"].startswith("postgres:15")  # the server pg_dump 15 in the image talks to
     app, worker, init = services["app"], services["worker"], services["init"]
-    assert app["image"] == worker["image"] == init["image"] and init["build"] == "."
+    assert app["image"] == worker["image"] == init["image"] and app["build"] == worker["build"] == init["build"] == "."
     assert app["environment"] == worker["environment"] == init["environment"]
     env = app["environment"]
     assert env["DATABASE_URL"].startswith("postgres://ragchat:pg-secret@db:5432/")
