@@ -10,7 +10,9 @@ never looks at it again. The sweep marks that task failed (WORKER_LOST) and resu
 back to queued and enqueued again, so a live worker indexes it whole (ingestion deletes a document's
 old chunks before writing, so the partial ones go). A document whose ingestion has killed its worker
 MAX_RESUMES times is failed instead (retry is one click), so a file that crashes workers cannot
-loop for ever. A lost crawl run is failed with the reason, like a server restart does.
+loop for ever. A lost crawl run is failed with the reason, like a server restart does. A task that
+django-tasks-db recorded as failed with SystemExit or KeyboardInterrupt (a worker stopped by a second
+signal mid-document) is lost the same way.
 
 Only tasks claimed by a worker that registered a heartbeat are swept: a plain `db_worker` gives no
 sign of life, so its tasks are left to `manage.py recover_ingestion`.
@@ -38,6 +40,7 @@ logger = logging.getLogger(__name__)
 INGESTION_QUEUE = "ingestion"
 WORKER_LOST = "documents.workers.WorkerLost"  # the exception class path a lost task is failed with
 MAX_RESUMES = 3
+INTERRUPTED_BY_SIGNAL = ("builtins.SystemExit", "builtins.KeyboardInterrupt")
 STAGE_RESUMED = "Waiting to start again (its worker stopped)"
 LOST_TOO_OFTEN = (
     "Indexing stopped {n} times because the worker running it died (out of memory?); nothing of it was kept. "
@@ -93,6 +96,19 @@ def sweep_lost_tasks(*, stale_seconds: float | None = None) -> SweepResult:
             result.crawls_failed += CrawlRun.objects.filter(
                 pk=args[0], status__in=[CrawlRun.Status.QUEUED, CrawlRun.Status.RUNNING]
             ).update(status=CrawlRun.Status.FAILED, stage="Failed", error=LOST_CRAWL, finished_at=now)
+    # A worker stopped by a second signal (or Ctrl-C twice) records its task failed with SystemExit /
+    # KeyboardInterrupt: no longer RUNNING, but its document is left processing. Lost the same way.
+    interrupted = DBTaskResult.objects.filter(
+        status=TaskResultStatus.FAILED, queue_name=INGESTION_QUEUE, exception_class_path__in=INTERRUPTED_BY_SIGNAL
+    )
+    for task_result in interrupted:
+        taken = DBTaskResult.objects.filter(pk=task_result.pk, exception_class_path__in=INTERRUPTED_BY_SIGNAL).update(
+            exception_class_path=WORKER_LOST, traceback=f"interrupted by a signal\n{task_result.traceback}"
+        )
+        args = (task_result.args_kwargs or {}).get("args") or []
+        if taken and task_result.task_path.endswith(".ingest_document_task") and args:
+            result.lost_tasks += 1
+            _resume_document(str(args[0]), result)
     # Workers gone for a long time are forgotten (their tasks were swept above).
     IngestionWorker.objects.filter(heartbeat_at__lt=now - timedelta(seconds=max(stale * 10, 3600))).delete()
     if result.lost_tasks:

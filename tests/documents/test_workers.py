@@ -83,3 +83,21 @@ def test_a_document_that_keeps_killing_workers_fails_instead_of_looping(settings
     assert document.status == Document.Status.FAILED
     assert f"stopped {MAX_RESUMES} times" in document.error and "Retry" in document.error
     assert not DBTaskResult.objects.filter(status__in=["READY", "RUNNING"]).exists()
+
+
+def test_a_worker_stopped_by_a_second_signal_leaves_nothing_processing(settings, people, tags):
+    """db_worker records the task it was running as failed with SystemExit; the document is resumed."""
+    from django_tasks_db.models import DBTaskResult
+
+    settings.RAGCHAT_INGEST_BACKEND = "tasks"
+    document = claimed_document(people, tags, name="stopped", worker="w-live", beat_seconds_ago=0)
+    task = DBTaskResult.objects.get(args_kwargs__args=[str(document.id)])
+    task.set_failed(SystemExit(1))
+    result = sweep_lost_tasks(stale_seconds=60)
+    assert result.resumed == [str(document.id)]
+    document.refresh_from_db()
+    assert document.status == Document.Status.QUEUED
+    task.refresh_from_db()
+    assert task.exception_class_path == WORKER_LOST and "interrupted by a signal" in task.traceback
+    assert sweep_lost_tasks(stale_seconds=60).lost_tasks == 0  # once only
+    assert DBTaskResult.objects.filter(args_kwargs__args=[str(document.id)], status="READY").count() == 1
