@@ -1,6 +1,7 @@
 """A separate ingestion worker SIGKILLed mid-ingestion: the next worker resumes the document by itself
 (documents/workers.py), no operator command. Real `manage.py ingest_worker` processes on a file SQLite
-database and the embedded store (one worker at a time holds it, as it must); the fake Ollama serves
+database, and on a PostgreSQL database of its own when TEST_POSTGRES_URL's server is reachable, with
+the embedded store (one worker at a time holds it, as it must); the fake Ollama serves
 embeddings slowly enough that the kill lands between two batches."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import uuid
 
 import pytest
 
@@ -18,7 +20,7 @@ from documents.workers import WORKER_LOST
 from ragchat.evaluation.docgen import lorem_sentences, make_text
 from ragchat.fake_ollama import FakeOllama
 from tests.browser.conftest import ROOT, LiveServer
-from tests.ops.test_restart import documents, indexed, stored_vectors, wait_for
+from tests.ops.test_restart import indexed, stored_vectors, wait_for
 
 
 @pytest.fixture
@@ -40,14 +42,57 @@ def start_worker(site: LiveServer, name: str) -> subprocess.Popen:
     )
 
 
-def tasks(db) -> list[dict]:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=10) as conn:
-        conn.row_factory = sqlite3.Row
-        rows = conn.execute("select status, worker_ids, exception_class_path from django_tasks_database_dbtaskresult")
-        return [dict(r) for r in rows]
+PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/ragchat")
+DOCUMENTS = "select id, original_filename, status, stage, error, chunk_count from documents_document"
+TASKS = "select status, worker_ids, exception_class_path from django_tasks_database_dbtaskresult"
 
 
-def test_worker_killed_mid_ingestion_is_resumed_by_the_next_worker(tmp_path, slow_embeddings):
+class Database:
+    """Reads the workers' database from the test: a SQLite file or a PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def rows(self, sql: str) -> list[dict]:
+        if self.url.startswith("sqlite:///"):
+            with sqlite3.connect(f"file:{self.url[len('sqlite:///') :]}?mode=ro", uri=True, timeout=10) as conn:
+                conn.row_factory = sqlite3.Row
+                return [dict(r) for r in conn.execute(sql)]
+        import psycopg
+        from psycopg.rows import dict_row
+
+        with psycopg.connect(self.url, row_factory=dict_row) as conn:
+            return [dict(r) for r in conn.execute(sql)]
+
+    def documents(self) -> dict[str, dict]:
+        return {r["original_filename"]: r for r in self.rows(DOCUMENTS)}
+
+    def tasks(self) -> list[dict]:
+        rows = self.rows(TASKS)
+        for r in rows:  # a JSON column: text on SQLite, decoded on PostgreSQL
+            r["worker_ids"] = json.loads(r["worker_ids"]) if isinstance(r["worker_ids"], str) else r["worker_ids"]
+        return rows
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'db.sqlite3'}"
+        return
+    psycopg = pytest.importorskip("psycopg")
+    server = PG_URL.rsplit("/", 1)[0]
+    try:
+        admin = psycopg.connect(server + "/postgres", autocommit=True, connect_timeout=3)
+    except Exception as e:
+        pytest.skip(f"PostgreSQL not reachable at {PG_URL}: {e}")
+    name = f"ragchat_workers_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    admin.execute(f'CREATE DATABASE "{name}"')
+    yield f"{server}/{name}"
+    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    admin.close()
+
+
+def test_worker_killed_mid_ingestion_is_resumed_by_the_next_worker(tmp_path, slow_embeddings, database_url):
     site = LiveServer(
         data_dir=tmp_path,
         ollama_url=slow_embeddings.url,
@@ -61,9 +106,11 @@ def test_worker_killed_mid_ingestion_is_resumed_by_the_next_worker(tmp_path, slo
             "RAGCHAT_INGEST_BACKEND": "tasks",
             "RAGCHAT_WORKER_HEARTBEAT_SECONDS": "0.5",
             "RAGCHAT_WORKER_STALE_SECONDS": "3",
+            "DATABASE_URL": database_url,
+            "DB_CONN_MAX_AGE": "0",
         },
     )
-    db = tmp_path / "db.sqlite3"
+    db = Database(database_url)
     site.manage("migrate", "-v0")
     site.create_user("root", "pw-root-123", superuser=True)
     site.create_tag("finance", "Finance", owner="root")
@@ -78,28 +125,28 @@ def test_worker_killed_mid_ingestion_is_resumed_by_the_next_worker(tmp_path, slo
     first = start_worker(site, "worker-a")
     second = None
     try:
-        wait_for(lambda: 8 <= indexed(documents(db).get("long.txt")) < 40, timeout=90, what="a few batches")
+        wait_for(lambda: 8 <= indexed(db.documents().get("long.txt")) < 40, timeout=90, what="a few batches")
         os.kill(first.pid, signal.SIGKILL)
         first.wait(timeout=10)
-        before = documents(db)["long.txt"]
+        before = db.documents()["long.txt"]
         assert before["status"] == "processing"  # what django-tasks-db alone would leave for ever
-        assert [t["status"] for t in tasks(db)] == ["RUNNING"]
+        assert [t["status"] for t in db.tasks()] == ["RUNNING"]
 
         # The next worker (a supervisor's restart) resumes it once worker-a's heartbeat is stale.
         slow_embeddings.first_token_delay(0)
         second = start_worker(site, "worker-b")
         after = wait_for(
-            lambda: (d := documents(db)["long.txt"]) and d["status"] in ("ready", "failed") and d,
+            lambda: (d := db.documents()["long.txt"]) and d["status"] in ("ready", "failed") and d,
             timeout=90,
             what="long.txt indexed by worker-b",
         )
         assert after["status"] == "ready", after
-        rows = tasks(db)
+        rows = db.tasks()
         assert sorted((r["status"], r["exception_class_path"]) for r in rows) == [
             ("FAILED", WORKER_LOST),
             ("SUCCESSFUL", ""),
         ]
-        assert any(json.loads(r["worker_ids"]) == ["worker-b"] for r in rows if r["status"] == "SUCCESSFUL")
+        assert any(r["worker_ids"] == ["worker-b"] for r in rows if r["status"] == "SUCCESSFUL")
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:
