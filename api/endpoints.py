@@ -329,7 +329,8 @@ async def search(
             )
         except Exception as e:  # the embedder's or the store's failure, as the chat reports it
             logger.warning("API search failed: %s", e, extra={"event": "api_search_failed"})
-            raise ApiError(503, "search_unavailable", turns.MSG_SEARCH) from e
+            message = turns.error_sentence(e) if isinstance(e, rag_errors.CollectionMismatchError) else turns.MSG_SEARCH
+            raise ApiError(503, "search_unavailable", message) from e
     readable = await sync_to_async(policy.readable_document_ids)(
         user=request.user, document_ids=[r.document_id for r in results]
     )

@@ -37,6 +37,7 @@ from chat.signals import answer_completed
 from ragchat import runtime
 from ragchat.partials import render_partial
 from ragchat.services.errors import (
+    CollectionMismatchError,
     ContextError,
     EmptyAnswerError,
     LLMConnectionError,
@@ -65,6 +66,10 @@ MSG_TIMEOUT = "Response generation timed out. Please try again."
 MSG_UNAVAILABLE = "AI service temporarily unavailable."
 MSG_MODEL = "Requested model not available."
 MSG_SEARCH = "Document search is temporarily unavailable. Please try again."
+MSG_REINDEX = (
+    "Document search is unavailable: the search index was built with another embedding model than the one "
+    "configured. An administrator must re-index the documents (manage.py reindex)."
+)
 MSG_UNKNOWN = "Something went wrong while answering. Please try again."
 MSG_STOPPED = "You stopped this answer."
 MSG_EMPTY = "The model returned no answer this time. Please try again or choose another model."
@@ -79,6 +84,8 @@ def error_sentence(error: BaseException) -> str:
         return MSG_EMPTY
     if isinstance(error, (LLMConnectionError, LLMResponseError)):
         return MSG_UNAVAILABLE
+    if isinstance(error, CollectionMismatchError):  # not passing: until re-indexed (README "Upgrading")
+        return MSG_REINDEX
     if isinstance(error, ContextError):
         return MSG_SEARCH
     return MSG_UNKNOWN

@@ -270,3 +270,21 @@ class CrawlRefusal(models.Model):
 
     class Meta:
         ordering = ["pk"]
+
+
+class IngestionWorker(models.Model):
+    """A running `manage.py ingest_worker` process and its last heartbeat (documents/workers.py).
+    A worker whose heartbeat is older than RAGCHAT_WORKER_STALE_SECONDS is taken for dead: the
+    ingestion it was running is resumed by the other workers, or by the next one to start."""
+
+    worker_id = models.CharField(max_length=64, primary_key=True)
+    hostname = models.CharField(max_length=255, blank=True)
+    pid = models.PositiveIntegerField(default=0)
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        ordering = ["-heartbeat_at"]
+
+    def __str__(self) -> str:
+        return f"{self.worker_id} ({self.hostname}:{self.pid})"

@@ -12,9 +12,11 @@ application in ragchat/asgi.py): daphne has no lifespan events, and the event lo
 the vector store only exists once serving starts. Only documents last touched before the process
 started are considered, so nothing a running ingestion touches is ever taken from it.
 
-With the "tasks" backend (separate `db_worker` processes), or a Qdrant server (several processes may
-ingest), a web server's start says nothing about the others, so this does nothing there;
-`manage.py recover_ingestion --older-than-minutes N` is the operator's tool.
+With the "tasks" backend (separate worker processes), or a Qdrant server (several processes may
+ingest), a web server's start says nothing about the others, so this does nothing there: the
+workers (`manage.py ingest_worker`) resume what a dead worker held by themselves, from heartbeats
+(documents/workers.py); `manage.py recover_ingestion --older-than-minutes N` stays the tool for
+plain `db_worker` processes, which give no heartbeat.
 """
 
 from __future__ import annotations

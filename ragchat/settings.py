@@ -197,6 +197,10 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 RAGCHAT_INGEST_BACKEND = env.str("RAGCHAT_INGEST_BACKEND", default="inprocess")
 RAGCHAT_INGEST_CONCURRENCY = env.int("RAGCHAT_INGEST_CONCURRENCY", default=2)
 TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend", "QUEUES": ["default", "ingestion"]}}
+# Workers (`manage.py ingest_worker`, documents/workers.py) beat every RAGCHAT_WORKER_HEARTBEAT_SECONDS;
+# one silent for RAGCHAT_WORKER_STALE_SECONDS is dead, and the ingestion it held is resumed by the others.
+RAGCHAT_WORKER_HEARTBEAT_SECONDS = env.float("RAGCHAT_WORKER_HEARTBEAT_SECONDS", default=10.0)
+RAGCHAT_WORKER_STALE_SECONDS = env.float("RAGCHAT_WORKER_STALE_SECONDS", default=60.0)
 
 # More sources (docs/ingestion.md "Websites, scanned PDFs, synced folders"). RAG_ALLOWLIST_DOMAINS,
 # when set, bounds every site source's own allowlist (A4); RAG_CRAWL_START_URLS with it defines a

@@ -6,7 +6,7 @@ nothing about access rules or fusion: it runs the stages it is given, each with 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -89,5 +89,12 @@ class Backend(Protocol):
     async def settle(self) -> None:
         """Finish what the engine builds lazily (segments, 8-bit vectors, graphs)."""
         ...
+
+    def export(self, batch_size: int) -> AsyncIterator[list[PointData]]:
+        """Every stored point (vectors and payload), in batches: what a backup writes."""
+        ...
+
+    async def drop(self) -> None:
+        """Delete the collection and its metadata (restore, reindex); `open()` creates it anew."""
 
     async def close(self) -> None: ...

@@ -10,8 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -180,6 +181,45 @@ class EdgeBackend:
                     handle.shard.flush()
                     handle.shard.close()
                 _edge_handles.pop(self.shard_path, None)
+
+    async def drop(self) -> None:
+        """Close the shard (every user of it in this process) and delete its files and metadata."""
+
+        def remove() -> None:
+            with _edge_handles_lock:
+                handle = _edge_handles.pop(self.shard_path, None)
+                if handle is not None:
+                    with handle.write_lock:
+                        handle.shard.close()
+            self._handle = None
+            shutil.rmtree(self.shard_path, ignore_errors=True)
+            self.meta_path.unlink(missing_ok=True)
+
+        await asyncio.to_thread(remove)
+
+    async def export(self, batch_size: int = 512) -> AsyncIterator[list[PointData]]:
+        import qdrant_edge as qe
+
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(limit=batch_size, offset=offset, with_vector=True, with_payload=True)
+
+            def scroll(request: Any = request) -> tuple[list[Any], Any]:
+                return self._shard.scroll(request)
+
+            records, offset = await self._run(scroll)
+            if records:
+                yield [
+                    PointData(
+                        id=str(r.id),
+                        dense=list(r.vector[DENSE]),
+                        sparse=SparseVec(tuple(r.vector[SPARSE].indices), tuple(r.vector[SPARSE].values)),
+                        payload=dict(r.payload),
+                    )
+                    for r in records
+                ]
+            if offset is None:
+                return
 
     # --- writes
     async def upsert(self, points: Sequence[PointData]) -> None:

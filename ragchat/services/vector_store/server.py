@@ -6,7 +6,7 @@ metadata is kept in the collection's own metadata. Transient errors are retried 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from ragchat.services.bm25 import SparseVec
@@ -140,6 +140,32 @@ class ServerBackend:
     async def close(self) -> None:
         if self.owns_client:
             await self.client.close()
+
+    async def drop(self) -> None:
+        await self._call(lambda: self.client.delete_collection(self.collection))
+
+    async def export(self, batch_size: int = 512) -> AsyncIterator[list[PointData]]:
+        offset: Any = None
+        while True:
+
+            def scroll(offset: Any = offset) -> Awaitable[tuple[list[Any], Any]]:
+                return self.client.scroll(
+                    self.collection, limit=batch_size, offset=offset, with_payload=True, with_vectors=True
+                )
+
+            records, offset = await self._call(scroll)
+            if records:
+                yield [
+                    PointData(
+                        id=str(r.id),
+                        dense=list(r.vector[DENSE]),
+                        sparse=SparseVec(tuple(r.vector[SPARSE].indices), tuple(r.vector[SPARSE].values)),
+                        payload=dict(r.payload or {}),
+                    )
+                    for r in records
+                ]
+            if offset is None:
+                return
 
     async def upsert(self, points: Sequence[PointData]) -> None:
         from qdrant_client import models as m

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ragchat.services.bm25 import SparseVec, bm25_document, bm25_query
@@ -93,6 +93,10 @@ class VectorService:
                 raise EmbeddingError(f"cannot discover the embedding dimension: {e}") from e
         return int(self.embedder.dimension)
 
+    async def configured_meta(self) -> CollectionMeta:
+        """What a collection for the configured embedder is built with (model name, dimension)."""
+        return CollectionMeta(self.embedder.model_name, await self._dimension())
+
     async def initialize(self) -> None:
         """Create the collection and payload indexes if missing; refuse one built with another embedder."""
         if self._init_lock is None:
@@ -100,7 +104,7 @@ class VectorService:
         async with self._init_lock:
             if self._meta is not None:
                 return
-            wanted = CollectionMeta(self.embedder.model_name, await self._dimension())
+            wanted = await self.configured_meta()
             existing = await self._backend.open(wanted)
             if existing is not None and existing != wanted:
                 await self._backend.close()
@@ -108,8 +112,8 @@ class VectorService:
                     f"Collection {self.settings.qdrant_collection!r} ({self._backend.name}) was built with "
                     f"embedding model {existing.embedding_model!r} ({existing.dimension} dims), but "
                     f"{wanted.embedding_model!r} ({wanted.dimension} dims) is configured. Either reindex "
-                    "(delete the collection and re-ingest the documents with the configured model) or set "
-                    "EMBEDDING_BACKEND/EMBEDDING_MODEL back to what the collection was built with."
+                    "(`manage.py reindex`: a new collection, every document re-embedded with the configured model) "
+                    "or set EMBEDDING_BACKEND/EMBEDDING_MODEL back to what the collection was built with."
                 )
             self._meta = wanted
 
@@ -134,6 +138,28 @@ class VectorService:
         if release is not None:
             release()
         self._meta = None
+
+    async def drop(self) -> None:
+        """Delete the collection (restore, reindex); the next use creates it for the configured embedder."""
+        await self._backend.drop()
+        self._meta = None
+
+    async def export_points(self, batch_size: int = 512) -> AsyncIterator[list[PointData]]:
+        """Every stored point in batches, as stored (a backup)."""
+        await self._ready()
+        async for batch in self._backend.export(batch_size):
+            yield batch
+
+    async def import_points(self, points: Sequence[PointData]) -> int:
+        """Store exported points as they are (a restore); their dimension must be the collection's."""
+        await self._ready()
+        assert self._meta is not None
+        for p in points:
+            if len(p.dense) != self._meta.dimension:
+                raise EmbeddingError(f"point of {len(p.dense)} dims for a {self._meta.dimension}-dim collection")
+        if points:
+            await self._backend.upsert(points)
+        return len(points)
 
     # --- writes
     async def upsert_chunks(
