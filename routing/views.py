@@ -38,7 +38,7 @@ def inbox(request):
         "routing/inbox.html",
         {
             "rows": rows,
-            "open_count": sum(r.askers for r in rows),
+            "open_count": selectors.inbox_open_count(user=user),  # questions, as the live update counts
             "answered": answered,
             "figures": figures.tag_figures(user=user),
             "is_admin": policy.is_admin(user),
