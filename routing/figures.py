@@ -26,6 +26,8 @@ The counting rules, in one place:
 
 "No tag" (slug ""): answers that used no passage of a tagged document (public documents only, or
 none), and routed questions without a tag.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 
 from __future__ import annotations
