@@ -92,8 +92,7 @@ def questions_chart(report: Report) -> Chart:
     for i, b in enumerate(buckets):
         x = LEFT + i * slot + (slot - bar) / 2
         y = TOP + plot_h
-        last = b.end - (b.end - b.start) / max(1, (b.end - b.start).days or 1)
-        span = _date(b.start) if report.bucket_days == 1 else f"{_date(b.start)}–{_date(last)}"
+        span = _date(b.start) if report.bucket_days == 1 else f"{_date(b.start)}–{_date(b.last)}"
         for key, _ in OUTCOMES:
             count = b.counts[key]
             if not count:

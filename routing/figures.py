@@ -270,6 +270,11 @@ class Bucket:
     def total(self) -> int:
         return sum(self.counts.values())
 
+    @property
+    def last(self) -> datetime:
+        """The bucket's last moment (its end is exclusive): for "Nov 4 – Nov 10" labels."""
+        return self.end - timedelta(microseconds=1)
+
 
 @dataclass(frozen=True)
 class UnansweredGroup:

@@ -259,3 +259,42 @@ def test_grouping_counts_people_not_questions(data):
     assert [r.askers for r in selectors.inbox_rows(user=owner) if r.question.group_id] == [1]
     page = client.get(reverse("routing:question", args=[grouped[0].question.pk])).content.decode()
     assert "people asked this" not in page and "Asked 3 times by the same person" in page
+
+
+def test_charts_are_drawn_to_scale_and_mark_late_answers(data):
+    from routing import charts
+
+    now = data["now"]
+    r = figures.tag_report(user=data["owner"], tag=data["alpha"], since=now - timedelta(days=30), until=now)
+    assert [(label, n) for label, n, _ in charts.wait_bins(r.waits)] == [
+        ("< 1 h", 0),
+        ("1–4 h", 1),
+        ("4–24 h", 2),
+        ("1–2 d", 1),
+        ("2–7 d", 0),
+        ("> 7 d", 0),
+    ]
+    waits = charts.waits_chart(r)
+    # the tag's target is 24 h: the 1-2 d bar is late, the others are not; heights follow the counts
+    assert [s.css for s in waits.segments] == ["seg-wait", "seg-wait", "seg-late"]
+    assert waits.segments[1].height == pytest.approx(2 * waits.segments[0].height)
+    stacked = charts.questions_chart(r)
+    per_bar: dict[float, float] = {}
+    for s in stacked.segments:
+        per_bar[s.x] = per_bar.get(s.x, 0) + s.height
+    unit = (charts.HEIGHT - charts.TOP - charts.BOTTOM) / charts.nice_max(max(b.total for b in r.buckets))
+    assert sorted(round(h / unit) for h in per_bar.values()) == sorted(b.total for b in r.buckets if b.total)
+    assert [charts.nice_max(v) for v in (0, 1, 3, 7, 11, 40, 51)] == [1, 1, 5, 10, 20, 50, 100]
+
+
+def test_csv_cells_people_wrote_cannot_become_formulas(data):
+    from routing.exports import safe_cell
+
+    RoutedQuestion.objects.filter(question="Who signs alpha travel?").update(question='=HYPERLINK("http://x")')
+    client = Client()
+    client.force_login(data["owner"])
+    body = client.get(reverse("routing:report_csv", args=["alpha"])).content.decode()
+    rows = list(csv.reader(io.StringIO(body)))
+    assert any(r[0] == "unanswered" and r[1] == '\'=HYPERLINK("http://x")' for r in rows)
+    assert not any(r[1].startswith("=") for r in rows)
+    assert safe_cell("+1") == "'+1" and safe_cell("Plain") == "Plain"

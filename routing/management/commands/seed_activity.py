@@ -279,7 +279,9 @@ class Command(BaseCommand):
             self.stdout.write(f"  verified knowledge “{document.title}”: {document.status}")
         self.stdout.write(
             "Seeded demo activity over {days} days: {questions} questions, {routed} routed, "
-            "{published} answers published as verified knowledge, {votes} votes.".format(days=days, **counts)
+            "{published} answers published as verified knowledge, {votes} votes ({reviews} down votes became review items).".format(
+                days=days, **counts
+            )
         )
 
     # ------------------------------------------------------------------ setup
@@ -353,7 +355,7 @@ class Command(BaseCommand):
             n += 1
 
     def _simulate(self, days: int) -> dict:
-        counts = {"questions": 0, "routed": 0, "published": 0, "votes": 0}
+        counts = {"questions": 0, "routed": 0, "published": 0, "votes": 0, "reviews": 0}
         for when, slug in self._events(days):
             self._answer_due_groups(until=when)
             spec = ACTIVITY[slug]
@@ -373,6 +375,9 @@ class Command(BaseCommand):
         self._answer_due_groups(until=self.now)
         counts["published"] = len(self.published)
         counts["votes"] = AnswerFeedback.objects.filter(message__model=MODEL).count()
+        counts["reviews"] = RoutedQuestion.objects.filter(
+            origin=RoutedQuestion.Origin.FEEDBACK, session__title__startswith=TITLE_PREFIX
+        ).count()
         return counts
 
     # ------------------------------------------------------------------ pieces
@@ -419,7 +424,7 @@ class Command(BaseCommand):
         ChatSession.objects.filter(pk=session.pk).update(created_at=when, updated_at=when)
         return session, user_msg, reply
 
-    def _vote(self, reply, asker, when, down_share: float):
+    def _vote(self, reply, asker, when, down_share: float, slug: str):
         if self.rng.random() > 0.35:
             return
         down = self.rng.random() < down_share
@@ -431,7 +436,60 @@ class Command(BaseCommand):
             reason=reason,
             comment=COMMENTS[reason] if down and self.rng.random() < 0.6 else "",
         )
-        _at([feedback], when + timedelta(minutes=self.rng.randint(1, 30)))
+        voted = when + timedelta(minutes=self.rng.randint(1, 30))
+        _at([feedback], voted)
+        if down:
+            self._review_item(feedback, reply, asker, voted, slug)
+
+    def _review_item(self, feedback, reply, asker, at, slug):
+        """A down vote with a reason is a review item in the owner's inbox; older ones are resolved
+        (dismissed with a note, or corrected: the correction reaches the asker like an answer)."""
+        tag = self.tags.get(slug) if slug else None
+        owner = (tag.owner if tag else None) or self.admin
+        item = RoutedQuestion.objects.create(
+            tenant_id=TENANT,
+            asker=asker,
+            session=reply.session,
+            message=reply,
+            question_message=reply.reply_to,
+            tag=tag,
+            target=tag.owner if tag else None,
+            fallback=tag is None or tag.owner is None,
+            reason=f"Seeded demo activity: down vote ({feedback.get_reason_display()})",
+            origin=RoutedQuestion.Origin.FEEDBACK,
+            feedback=feedback,
+            question=reply.reply_to.content,
+            citations=reply.citations,
+            draft=reply.content,
+            confidence=reply.confidence,
+        )
+        _at([item], at)
+        resolved = at + timedelta(hours=self.rng.lognormvariate(math.log(20), 0.8))
+        if resolved > self.now:
+            return
+        if self.rng.random() < 0.5:
+            note = "Seeded demo activity: checked with the documents, the answer is right."
+            RoutedQuestion.objects.filter(pk=item.pk).update(
+                status=RoutedQuestion.Status.CLOSED,
+                resolution=RoutedQuestion.Resolution.DISMISSED,
+                resolution_note=note,
+                answered_by=owner,
+                answered_at=resolved,
+            )
+            return
+        text = "Seeded demo activity: a correction from the owner; the document will be updated."
+        message = Message.objects.create(
+            session=reply.session, role=Message.Role.OWNER, author=owner, content=text, reply_to=reply.reply_to
+        )
+        _at([message], resolved)
+        RoutedQuestion.objects.filter(pk=item.pk).update(
+            status=RoutedQuestion.Status.ANSWERED,
+            resolution=RoutedQuestion.Resolution.CORRECTED,
+            answer=text,
+            answered_by=owner,
+            answered_at=resolved,
+            answer_message=message,
+        )
 
     def _pick_docs(self, slug):
         docs, weights = zip(*self.docs[slug], strict=True)
@@ -447,7 +505,7 @@ class Command(BaseCommand):
         _, _, reply = self._turn(
             when, slug, asker, question, answer, citations, confidence=self.rng.randint(72, 95), action="CITE"
         )
-        self._vote(reply, asker, when, down_share=0.12)
+        self._vote(reply, asker, when, down_share=0.12, slug=slug)
 
     def _verified_answer(self, when, slug, asker, gap: Gap):
         va = gap.document.verified_answer if gap.document else None
@@ -463,7 +521,7 @@ class Command(BaseCommand):
             confidence=self.rng.randint(85, 97),
             action="CITE",
         )
-        self._vote(reply, asker, when, down_share=0.04)
+        self._vote(reply, asker, when, down_share=0.04, slug=slug)
 
     def _routed(self, when, slug, asker, gap: Gap):
         tag = self.tags.get(slug) if slug else None
@@ -508,7 +566,7 @@ class Command(BaseCommand):
         )
         _at([rq], when)
         gap.open_questions.append(rq)
-        self._vote(reply, asker, when, down_share=0.45)
+        self._vote(reply, asker, when, down_share=0.45, slug=slug)
 
     def _answer_due_groups(self, *, until):
         for gaps in self.gaps.values():
