@@ -68,3 +68,49 @@ class KnowledgeEditForm(forms.Form):
 
     question = forms.CharField(max_length=2_000, strip=True, widget=forms.TextInput())
     answer = forms.CharField(max_length=20_000, strip=True, widget=forms.Textarea(attrs={"rows": 7}))
+
+
+class ReportPeriodForm(forms.Form):
+    """The report's period: the last 7, 30 or 90 days, or the days from `start` to `end` (both
+    included). Bad input is told and the last 30 days shown instead."""
+
+    PRESETS = {"7d": 7, "30d": 30, "90d": 90}
+    MAX_DAYS = 366
+
+    period = forms.ChoiceField(
+        choices=[("7d", "7 days"), ("30d", "30 days"), ("90d", "90 days"), ("custom", "Custom")], required=False
+    )
+    start = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    end = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("period") != "custom":
+            return data
+        start, end = data.get("start"), data.get("end")
+        if start is None or end is None:
+            raise forms.ValidationError("Choose both dates of a custom period.")
+        from django.utils import timezone
+
+        if start > timezone.localdate():
+            raise forms.ValidationError("The period cannot start in the future.")
+        if start > end:
+            raise forms.ValidationError("The period must start before it ends.")
+        if (end - start).days + 1 > self.MAX_DAYS:
+            raise forms.ValidationError(f"A period covers at most {self.MAX_DAYS} days.")
+        return data
+
+    def bounds(self, *, now):
+        """(since, until, key) of the chosen period; the last 30 days when the input is invalid."""
+        from datetime import datetime, time, timedelta
+
+        from django.utils import timezone
+
+        data = self.cleaned_data if self.is_valid() else {}
+        if data.get("period") == "custom":
+            tz = timezone.get_current_timezone()
+            since = datetime.combine(data["start"], time.min, tzinfo=tz)
+            until = datetime.combine(data["end"] + timedelta(days=1), time.min, tzinfo=tz)
+            return since, min(until, now), "custom"
+        key = data.get("period") or "30d"
+        return now - timedelta(days=self.PRESETS[key]), now, key

@@ -360,11 +360,15 @@ def retire(*, verified: VerifiedAnswer, user) -> VerifiedAnswer:
 
 
 def needs_review_items(user) -> QuerySet:
-    """The person's re-verify queue (tags they own; admins all): NEEDS_REVIEW answers, oldest first."""
+    """The person's re-verify queue, the longest waiting first: NEEDS_REVIEW answers on the tags
+    they own; admins also those of tags no owner can take (`policy.reverify_filter`, the same rule
+    as the inbox badge, reminders and digests). Every verified answer an admin may manage is on
+    the knowledge list (`policy.verified_answers`)."""
+    if not policy.is_signed_in(user):
+        return VerifiedAnswer.objects.none()
     return (
-        policy.verified_answers(user=user)
-        .filter(status=Status.NEEDS_REVIEW)
-        .select_related("tag", "verified_by", "document")
+        VerifiedAnswer.objects.filter(policy.reverify_filter(user=user), status=Status.NEEDS_REVIEW)
+        .select_related("tag", "tag__owner", "verified_by", "document")
         .order_by("needs_review_since", "pk")
     )
 

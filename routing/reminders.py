@@ -29,10 +29,10 @@ from django.utils import timezone
 
 from access import policy
 from documents.models import Tag
-from routing import selectors
+from routing import knowledge, selectors
+from routing.figures import format_duration
 from routing.models import NotificationPreference, RoutedQuestion, VerifiedAnswer
 from routing.notifications import Kind, absolute_url, email_people
-from routing.selectors import format_duration
 from routing.services import display_name, responsible_for
 
 logger = logging.getLogger(__name__)
@@ -236,7 +236,7 @@ def digest_for(*, user, since: datetime | None) -> Digest:
         item = _question_item(q)
         item.people = people
         (digest.reviews if item.kind == "review" else digest.questions).append(item)
-    digest.verified = [_verified_item(v) for v in selectors.needs_review_answers(user=user)]
+    digest.verified = [_verified_item(v) for v in knowledge.needs_review_items(user)]
     return digest
 
 

@@ -9,21 +9,15 @@ References: requirement IDs (R-…): docs/requirements.md.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
-from datetime import timedelta
 
 from django.db.models import QuerySet
 from django.http import Http404
-from django.utils import timezone
 
 from access import policy
 from chat.models import Message
-from documents.models import PUBLIC_TAG_SLUG, Document
-from ragchat.services.rag_service import STRATEGY_SMALLTALK
-from routing.models import RoutedQuestion, VerifiedAnswer
-
-FIGURES_WINDOW_DAYS = 90
+from routing import knowledge
+from routing.models import RoutedQuestion
 
 
 def inbox_questions(*, user, status: str = RoutedQuestion.Status.OPEN) -> QuerySet[RoutedQuestion]:
@@ -39,24 +33,24 @@ def inbox_questions(*, user, status: str = RoutedQuestion.Status.OPEN) -> QueryS
 
 @dataclass(frozen=True)
 class InboxRow:
-    """One line of the inbox: the newest open question of a group, and how many people asked it."""
+    """One line of the inbox: the newest open question of a group, and how many people asked it
+    (distinct askers: the same person asking twice is one person)."""
 
     question: RoutedQuestion
     askers: int
 
 
 def inbox_rows(*, user, limit: int = 200) -> list[InboxRow]:
-    rows: list[InboxRow] = []
+    rows: list[list[RoutedQuestion]] = []  # each row: its group's open questions, newest first
     seen_groups: dict[int, int] = {}
     for question in inbox_questions(user=user)[:limit]:
         if question.group_id is not None and question.group_id in seen_groups:
-            index = seen_groups[question.group_id]
-            rows[index] = InboxRow(rows[index].question, rows[index].askers + 1)
+            rows[seen_groups[question.group_id]].append(question)
             continue
         if question.group_id is not None:
             seen_groups[question.group_id] = len(rows)
-        rows.append(InboxRow(question, 1))
-    return rows
+        rows.append([question])
+    return [InboxRow(questions[0], people_count(questions)) for questions in rows]
 
 
 def inbox_open_count(*, user) -> int:
@@ -64,22 +58,10 @@ def inbox_open_count(*, user) -> int:
     return inbox_questions(user=user).count()
 
 
-def needs_review_answers(*, user) -> QuerySet[VerifiedAnswer]:
-    """Verified knowledge waiting in the user's re-verify queue (`policy.reverify_filter`), the
-    longest waiting first."""
-    if not policy.is_signed_in(user):
-        return VerifiedAnswer.objects.none()
-    return (
-        VerifiedAnswer.objects.filter(policy.reverify_filter(user=user), status=VerifiedAnswer.Status.NEEDS_REVIEW)
-        .select_related("tag", "tag__owner")
-        .order_by("needs_review_since", "id")
-    )
-
-
 def inbox_badge_count(*, user) -> int:
     """The navigation's inbox badge: everything waiting for the user (open questions, review items,
     verified knowledge that needs review)."""
-    return inbox_open_count(user=user) + needs_review_answers(user=user).count()
+    return inbox_open_count(user=user) + knowledge.needs_review_items(user).count()
 
 
 def question_for_user(*, user, question_id) -> RoutedQuestion:
@@ -104,6 +86,13 @@ def group_questions(*, question: RoutedQuestion) -> list[RoutedQuestion]:
     if question.group_id is None:
         return [question]
     return list(question.group.questions.select_related("asker").order_by("created_at", "id"))
+
+
+def people_count(questions) -> int:
+    """How many people asked these questions: distinct askers, not questions (the same person
+    asking twice is one person). One home for "N people asked": inbox rows, the question page and
+    the knowledge-gap report count this way."""
+    return len({q.asker_id for q in questions})
 
 
 def conversation_before(*, question: RoutedQuestion, limit: int = 12) -> list[Message]:
@@ -168,115 +157,3 @@ def questions_asked_by(*, user) -> QuerySet[RoutedQuestion]:
         .select_related("tag", "answered_by", "session")
         .order_by("-created_at", "-id")
     )
-
-
-# ------------------------------------------------------------------------------------- figures
-
-
-@dataclass(frozen=True)
-class TagFigures:
-    """R-ROUTE-7, over the last FIGURES_WINDOW_DAYS days.
-
-    asked: answered questions (assistant answers, not greetings) at least one of whose retrieved
-        passages came from a document carrying the tag — the questions the tag's documents were
-        asked to answer. routed: routed questions (automatic or asked the owner) on the tag.
-    """
-
-    slug: str
-    name: str
-    asked: int
-    routed: int
-    open: int
-    median_answer_seconds: float | None
-
-    @property
-    def share_routed(self) -> int | None:
-        if not self.asked:
-            return None
-        return min(100, round(100 * self.routed / self.asked))
-
-    @property
-    def median_display(self) -> str:
-        return format_duration(self.median_answer_seconds)
-
-
-def format_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    if seconds < 60:
-        return f"{round(seconds)} s"
-    if seconds < 3600:
-        return f"{round(seconds / 60)} min"
-    if seconds < 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
-
-
-NO_TAG = ("", "No tag (admin)")
-
-
-def figure_tags(*, user) -> list[tuple[str, str]]:
-    """(slug, name) of the tags whose figures the user sees (`policy.figure_tags`), plus 'no tag'
-    for admins."""
-    pairs = [(t.slug, t.name) for t in policy.figure_tags(user=user).order_by("name")]
-    if policy.may_see_untagged_figures(user=user):
-        pairs.append(NO_TAG)
-    return pairs
-
-
-def _asked_by_tag(*, tenant_id: str, since) -> dict[str, int]:
-    answers = Message.objects.filter(
-        role=Message.Role.ASSISTANT,
-        status=Message.Status.COMPLETE,
-        session__owner__tenant_id=tenant_id,
-        created_at__gte=since,
-    ).exclude(query_strategy=STRATEGY_SMALLTALK)
-    doc_ids_per_answer: list[set[str]] = []
-    all_ids: set[str] = set()
-    for passages, citations in answers.values_list("passages", "citations").iterator():
-        ids = {p.get("document_id") for p in (passages or []) + (citations or []) if isinstance(p, dict)}
-        ids.discard(None)
-        doc_ids_per_answer.append(ids)
-        all_ids |= ids
-    tags_of: dict[str, set[str]] = {}
-    for doc_id, slug in Document.objects.filter(id__in=list(all_ids)).values_list("id", "tags__slug"):
-        if slug and slug != PUBLIC_TAG_SLUG:  # "public" is no topic: such answers count as "no tag"
-            tags_of.setdefault(str(doc_id), set()).add(slug)
-    counts: dict[str, int] = {}
-    for ids in doc_ids_per_answer:
-        slugs = set().union(*(tags_of.get(i, set()) for i in ids)) if ids else set()
-        for slug in slugs or {""}:
-            counts[slug] = counts.get(slug, 0) + 1
-    return counts
-
-
-def tag_figures(*, user, now=None) -> list[TagFigures]:
-    if not policy.has_inbox(user=user):
-        return []
-    now = now or timezone.now()
-    since = now - timedelta(days=FIGURES_WINDOW_DAYS)
-    asked = _asked_by_tag(tenant_id=user.tenant_id, since=since)
-    routed_rows = RoutedQuestion.objects.filter(tenant_id=user.tenant_id, created_at__gte=since).values_list(
-        "tag__slug", "status", "created_at", "answered_at"
-    )
-    routed: dict[str, int] = {}
-    open_: dict[str, int] = {}
-    waits: dict[str, list[float]] = {}
-    for slug, status, created, answered in routed_rows:
-        key = slug or ""
-        routed[key] = routed.get(key, 0) + 1
-        if status == RoutedQuestion.Status.OPEN:
-            open_[key] = open_.get(key, 0) + 1
-        if answered is not None:
-            waits.setdefault(key, []).append((answered - created).total_seconds())
-    return [
-        TagFigures(
-            slug=slug,
-            name=name,
-            asked=asked.get(slug, 0),
-            routed=routed.get(slug, 0),
-            open=open_.get(slug, 0),
-            median_answer_seconds=statistics.median(waits[slug]) if waits.get(slug) else None,
-        )
-        for slug, name in figure_tags(user=user)
-    ]

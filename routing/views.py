@@ -13,14 +13,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from access import policy
 from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
 from ragchat.partials import render_partial
-from routing import knowledge, selectors, services
-from routing.forms import AnswerForm, KnowledgeEditForm, NotificationPreferenceForm
+from routing import charts, exports, figures, knowledge, selectors, services
+from routing.forms import AnswerForm, KnowledgeEditForm, NotificationPreferenceForm, ReportPeriodForm
 from routing.models import NotificationPreference, RoutedQuestion, VerifiedAnswer
 
 
@@ -37,11 +38,12 @@ def inbox(request):
         "routing/inbox.html",
         {
             "rows": rows,
-            "open_count": sum(r.askers for r in rows),
+            "open_count": selectors.inbox_open_count(user=user),  # questions, as the live update counts
             "answered": answered,
-            "figures": selectors.tag_figures(user=user),
+            "figures": figures.tag_figures(user=user),
             "is_admin": policy.is_admin(user),
-            "window_days": selectors.FIGURES_WINDOW_DAYS,
+            "window_days": figures.FIGURES_WINDOW_DAYS,
+            "untagged_slug": UNTAGGED,
             "review_items": knowledge.needs_review_items(user)[:50],
         },
     )
@@ -89,6 +91,7 @@ def question_detail(request, question_id):
         user=request.user, question=question, conversation=selectors.conversation_before(question=question)
     )
     sources = context.sources.visible
+    group = selectors.group_questions(question=question)
     # The conversation reads as the chat showed it: Markdown rendered, citations as numbered cards
     # (only entries whose every document the viewer may read are shown at all).
     conversation = [
@@ -110,7 +113,8 @@ def question_detail(request, question_id):
         {
             "q": question,
             "form": form,
-            "group": selectors.group_questions(question=question),
+            "group": group,
+            "group_people": selectors.people_count(group),
             "context": context,
             "conversation": conversation,
             "sources": sources,
@@ -317,3 +321,58 @@ def knowledge_retire(request, verified_id):
     else:
         messages.success(request, "Retired: the assistant no longer finds or cites it.")
     return redirect("routing:knowledge_detail", verified_id=verified.pk)
+
+
+# ----------------------------------------------------------------------------------- knowledge-gap report
+
+UNTAGGED = "_untagged"  # the report of "no tag" (admins): a value no tag's slug is given
+
+
+def _report_for(request, slug: str):
+    """The report the viewer asked for, or 404 (a tag that is not theirs looks like no tag at all)."""
+    try:
+        tag = figures.report_tag(user=request.user, slug="" if slug == UNTAGGED else slug)
+    except LookupError as e:
+        raise Http404("No such report.") from e
+    form = ReportPeriodForm(request.GET or None)
+    since, until, key = form.bounds(now=timezone.now())
+    return tag, form, key, figures.tag_report(user=request.user, tag=tag, since=since, until=until)
+
+
+@login_required
+@require_GET
+def report(request, slug):
+    tag, form, key, data = _report_for(request, slug)
+    query = request.GET.urlencode()
+    return render(
+        request,
+        "routing/report.html",
+        {
+            "r": data,
+            "form": form,
+            "period_key": key,
+            "report_slug": slug,
+            "tags": [(s or UNTAGGED, name) for s, name in figures.figure_tags(user=request.user)],
+            "questions_chart": charts.questions_chart(data),
+            "waits_chart": charts.waits_chart(data),
+            "wait_bins": charts.wait_bins(data.waits),
+            "outcomes": figures.OUTCOMES,
+            "top_cited": data.cited[0].answers if data.cited else 0,
+            "csv_query": query,
+            "untagged_slug": UNTAGGED,
+        },
+    )
+
+
+@login_required
+@require_GET
+def report_csv(request, slug):
+    tag, form, key, data = _report_for(request, slug)
+    if request.GET and not form.is_valid():
+        errors = "; ".join(e for errs in form.errors.values() for e in errs)
+        return HttpResponse(f"Invalid period: {errors}", status=400, content_type="text/plain; charset=utf-8")
+    name = f"knowledge-gap-{data.slug or 'no-tag'}-{data.since:%Y-%m-%d}-to-{data.until:%Y-%m-%d}.csv"
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    exports.report_csv(data, response)
+    return response

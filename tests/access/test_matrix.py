@@ -116,6 +116,18 @@ def questions(w):
     return out
 
 
+REPORTS = {"alpha": {"owner_a", "superuser"}, "beta": {"owner_b", "superuser"}, "gamma": {"other_tenant"}}
+
+
+def reports(w):
+    """Knowledge-gap reports: a tag's owners and its tenant's admins; "no tag" admins only."""
+    out = {k: ({"slug": k}, roles) for k, roles in REPORTS.items()}
+    out["untagged"] = ({"slug": "_untagged"}, {"superuser"})
+    out["public"] = ({"slug": "public"}, set())
+    out["absent"] = ({"slug": "no-such-tag"}, set())
+    return out
+
+
 def sessions(w):
     return {k: ({"session_id": s.pk}, OWNS_SESSION[k]) for k, s in w.sessions.items()}
 
@@ -314,6 +326,8 @@ ROUTES: dict[str, Route] = {
     ),
     "routing:publish": Route("POST", questions, state=_question_state),
     "routing:close": Route("POST", questions, state=_question_state),
+    "routing:report": Route("GET", reports),
+    "routing:report_csv": Route("GET", reports),
     "routing:escalate": Route("POST", messages, state=_counts("routing.RoutedQuestion")),
     # One's own notification settings (no id in the URL: nobody else's are reachable).
     "routing:notifications": Route("GET", one(SIGNED_IN)),

@@ -377,7 +377,7 @@ async def test_figures_per_tag(asker, owner, admin_user, corpus, fake_ollama):
     [question] = await routed()
     await sync_to_async(question_answer)(question=question, user=owner, text="Yes.")
 
-    from routing.selectors import tag_figures
+    from routing.figures import tag_figures
 
     figures = {f.slug: f for f in await sync_to_async(tag_figures)(user=owner)}
     assert list(figures) == ["facilities"]
