@@ -202,6 +202,9 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             "verified": bool(meta.get("verified")),
             "verified_by": meta.get("verified_by") or "an owner",
             "verified_at": meta.get("verified_at") or "",
+            # Marked outdated by an owner since (documents.selectors.with_outdated, at render time).
+            "outdated": bool(source.get("outdated")),
+            "outdated_note": source.get("outdated_note") or "",
         },
     )
 

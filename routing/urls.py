@@ -10,5 +10,8 @@ urlpatterns = [
     path("q/<int:question_id>/", views.question_detail, name="question"),
     path("q/<int:question_id>/publish/", views.question_publish, name="publish"),
     path("q/<int:question_id>/close/", views.question_close, name="close"),
+    path("q/<int:question_id>/outdated/", views.review_outdated, name="review_outdated"),
+    path("q/<int:question_id>/dismiss/", views.review_dismiss, name="review_dismiss"),
     path("escalate/<int:message_id>/", views.escalate, name="escalate"),
+    path("feedback/<int:message_id>/", views.feedback, name="feedback"),
 ]
