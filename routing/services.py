@@ -272,7 +272,7 @@ def question_escalate(*, user, message: Message) -> RoutedQuestion:
 
 # ------------------------------------------------------------------------------------- feedback (review items)
 
-REVIEW_REASON_PREFIX = "Down-voted: "
+REVIEW_REASON_PREFIX = "Review: "
 WITHDRAWN_NOTE = "Withdrawn by the asker."
 
 
@@ -503,7 +503,11 @@ def notify_new_review(*, question_id: int) -> None:
         f"{comment}"
         f"Review it (correct it, mark a source outdated, or dismiss it) here:\n{url}\n"
     )
-    email_people(users=recipients, kind=Kind.REVIEWS, subject=f"[ragchat] Answer to review about {topic}", body=body)
+    subject = f"[ragchat] Answer to review about {topic}"
+    sent = email_people(users=recipients, kind=Kind.REVIEWS, subject=subject, body=body)
+    if question.fallback and not sent and not any(u.email for u in recipients):
+        # No admin has an address: the configured admin mailbox gets it (as for routed questions).
+        send_email(subject=subject, body=body, to=[settings.RAG.rag_admin_email])
 
 
 def notify_outdated(*, document_id, marked_by) -> None:

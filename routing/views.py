@@ -243,7 +243,8 @@ def feedback(request, message_id):
     except services.RoutingError as e:
         fb = presenters.feedback_of([message]).get(message.pk)
         ctx = {**presenters.feedback_context(message, fb, editing=vote == -1), "fb_error": str(e)}
-        return HttpResponse(render_partial("chat/_feedback.html", ctx), status=400)
+        # htmx swaps only successful responses: the bar comes back with the message in it.
+        return HttpResponse(render_partial("chat/_feedback.html", ctx), status=200 if request.htmx else 400)
     if not request.htmx:
         messages.success(request, "Thanks for the feedback.")
         return redirect(f"{reverse('chat:session', args=[message.session_id])}#m{message.pk}")

@@ -170,7 +170,7 @@ def review_items(w):
             question_message=a1.reply_to,
             tag=w.tags["alpha"],
             target=w.users["owner_a"],
-            reason="Down-voted: Routing to alpha owner",
+            reason="Review: Routing to alpha owner",
             origin="feedback",
             feedback=feedback,
             question=a1.reply_to.content,
