@@ -250,8 +250,10 @@ def tag_figures(*, user, now=None) -> list[TagFigures]:
     now = now or timezone.now()
     since = now - timedelta(days=FIGURES_WINDOW_DAYS)
     asked = _asked_by_tag(tenant_id=user.tenant_id, since=since)
-    routed_rows = RoutedQuestion.objects.filter(tenant_id=user.tenant_id, created_at__gte=since).values_list(
-        "tag__slug", "status", "created_at", "answered_at"
+    routed_rows = (
+        RoutedQuestion.objects.filter(tenant_id=user.tenant_id, created_at__gte=since)
+        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)  # review items are not routed questions
+        .values_list("tag__slug", "status", "created_at", "answered_at")
     )
     routed: dict[str, int] = {}
     open_: dict[str, int] = {}

@@ -11,6 +11,7 @@ from django.urls import reverse
 from chat.models import AnswerFeedback, Message
 from documents.models import Document
 from routing.models import RoutedQuestion
+from routing.selectors import tag_figures
 from routing.services import question_answer
 from tests.routing.conftest import (
     LAPTOP_DOC,
@@ -108,6 +109,9 @@ async def test_down_vote_with_reason_becomes_a_review_item_for_the_tag_owner(
     # The owner's inbox lists it as a review item.
     inbox = (await get(owner, reverse("routing:inbox"))).content.decode()
     assert "Down-voted: outdated" in inbox
+    # It is not a routed question: the R-ROUTE-7 figures do not count it.
+    figures = {f.slug: f for f in await sync_to_async(tag_figures)(user=owner)}
+    assert figures["facilities"].routed == 0 and figures["facilities"].asked == 1
 
 
 async def test_changing_and_undoing_a_down_vote(asker, owner, corpus, fake_ollama, mailoutbox):
