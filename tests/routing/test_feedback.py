@@ -1,6 +1,9 @@
 """Feedback on answers and the review flow (issue 13), end to end: answers come from the real chat
 websocket (fake Ollama, hashing embedder, embedded Qdrant); votes and the owner's review actions go
-through the real views; email through Django's locmem backend."""
+through the real views; email through Django's locmem backend.
+
+References: requirement IDs (R-…): docs/requirements.md.
+"""
 
 from __future__ import annotations
 
