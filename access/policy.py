@@ -41,6 +41,7 @@ from django.apps import apps
 from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 
+from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.vector_store import PUBLIC_TAG as PUBLIC_TAG_SLUG
 
 
@@ -321,6 +322,30 @@ def may_manage_verified(*, user, verified) -> bool:
 def may_escalate(*, user, message) -> bool:
     """ "Ask the owner" on an answer: only from the asker's own session."""
     return message is not None and is_signed_in(user) and message.session.owner_id == user.pk
+
+
+def may_give_feedback(*, user, message) -> bool:
+    """A vote on an answer: only the asker (sessions are private), only on a finished answer of the
+    assistant or a person (not a greeting, a failed or a still streaming one)."""
+    Message = _model("chat.Message")
+    return (
+        message is not None
+        and is_signed_in(user)
+        and message.session.owner_id == user.pk
+        and message.role in (Message.Role.ASSISTANT, Message.Role.OWNER)
+        and message.status == Message.Status.COMPLETE
+        and message.query_strategy != STRATEGY_SMALLTALK
+        and bool(message.content)
+    )
+
+
+def may_clear_outdated(*, user, document) -> bool:
+    """Clearing a document's "outdated" mark: an admin, an owner of one of its tags, or whoever set it."""
+    if not is_signed_in(user) or document is None or document.tenant_id != user.tenant_id:
+        return False
+    if is_admin(user) or document.outdated_by_id == user.pk:
+        return True
+    return document.tags.filter(owner=user).exists()
 
 
 def figure_tags(*, user) -> QuerySet:

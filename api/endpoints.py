@@ -159,7 +159,12 @@ def _routed_to(message: Message) -> dict[str, Any] | None:
     if message.action != "ROUTE":
         return None
     target = message.route_target or {}
-    routed = RoutedQuestion.objects.filter(message=message).select_related("target", "tag").first()
+    routed = (
+        RoutedQuestion.objects.filter(message=message)
+        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
+        .select_related("target", "tag")
+        .first()
+    )
     if routed is not None:
         owner = routing_services.display_name(routed.target) if routed.target_id else "an administrator"
         return {

@@ -6,11 +6,13 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
+from django.db.models import F
 from django.urls import NoReverseMatch, reverse
 
 from chat import selectors
-from chat.models import Message
+from chat.models import AnswerFeedback, Message
 from chat.rendering import answer_markdown, citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
+from documents.selectors import with_outdated
 from ragchat.partials import render_partial
 from ragchat.services.prompts import INSUFFICIENT_CONTEXT_ANSWER, MODEL_INSUFFICIENT_SENTENCE
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
@@ -26,6 +28,49 @@ def escalate_url(message: Message) -> str:
         return reverse("routing:escalate", args=[message.pk])
     except NoReverseMatch:
         return ""
+
+
+def feedback_url(message: Message) -> str:
+    """The routing app's vote endpoint for this answer (a down vote becomes a review item there)."""
+    try:
+        return reverse("routing:feedback", args=[message.pk])
+    except NoReverseMatch:
+        return ""
+
+
+def feedback_votable(message: Message) -> bool:
+    """Vote buttons: finished answers of the assistant or a person; not greetings, failed or
+    streaming ones (access.policy.may_give_feedback decides the same on POST, with the asker)."""
+    return (
+        message.role in (Message.Role.ASSISTANT, Message.Role.OWNER)
+        and message.status == Message.Status.COMPLETE
+        and message.query_strategy != STRATEGY_SMALLTALK
+        and bool(message.content)
+        and bool(message.pk)
+    )
+
+
+def feedback_of(messages: list[Message]) -> dict[int, AnswerFeedback]:
+    """The asker's vote on each of these answers (one query). Sessions are private: the only person
+    who can vote on a session's answers is its owner."""
+    ids = [m.pk for m in messages if feedback_votable(m)]
+    if not ids:
+        return {}
+    rows = AnswerFeedback.objects.filter(message_id__in=ids, user_id=F("message__session__owner_id"))
+    return {f.message_id: f for f in rows}
+
+
+def feedback_context(message: Message, feedback: AnswerFeedback | None, *, editing: bool = False) -> dict[str, Any]:
+    """The vote bar of one answer (templates/chat/_feedback.html)."""
+    return {
+        "fb_msg": message,
+        "fb_url": feedback_url(message),
+        "fb": feedback,
+        "fb_vote": feedback.vote if feedback else 0,
+        # A down vote without a reason yet, or the asker asked to change it: the reason form opens.
+        "fb_form_open": editing or (feedback is not None and feedback.vote == -1 and not feedback.reason),
+        "fb_reasons": AnswerFeedback.Reason.choices,
+    }
 
 
 def _percent(value: Any) -> int:
@@ -93,6 +138,8 @@ def message_context(message: Message) -> dict[str, Any]:
     if message.role == Message.Role.USER:
         return ctx
     known = message.citations if message.status == Message.Status.COMPLETE else message.passages
+    # Documents marked outdated since the answer was written carry a warning (one query per answer).
+    known = with_outdated(known or [])
     content = message.content
     if message.action == "ROUTE" and content.strip() == INSUFFICIENT_CONTEXT_ANSWER:
         # The spec's canned text ends "Please contact the relevant team": the question has gone to
@@ -144,6 +191,7 @@ def message_html(
     oob: bool = False,
     versions: tuple[int, int] | None | bool = True,
     routed: dict[str, Any] | None | bool = True,
+    feedback: AnswerFeedback | None | bool = True,
 ) -> str:
     """One message's article. `versions`: (number, count) of a regenerated answer among its
     question's answers (older ones render hidden, with a switcher); `routed`: what became of it if
@@ -154,6 +202,10 @@ def message_html(
     if routed is True:
         routed = route_statuses([message]).get(message.pk)
     ctx = {**message_context(message), "oob": oob}
+    if feedback_votable(message) and feedback_url(message):
+        if feedback is True:
+            feedback = feedback_of([message]).get(message.pk)
+        ctx["feedback"] = feedback_context(message, feedback or None)
     if routed:
         # Sent to a person (by the core's rule or "Ask the owner"): say to whom and whether they
         # answered; nothing more to ask.

@@ -204,6 +204,9 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             "verified_by": meta.get("verified_by") or "an owner",
             "verified_at": meta.get("verified_at") or "",
             "knowledge": "" if meta.get("verified") else str(meta.get("knowledge_status") or ""),
+            # Marked outdated by an owner since (documents.selectors.with_outdated, at render time).
+            "outdated": bool(source.get("outdated")),
+            "outdated_note": source.get("outdated_note") or "",
         },
     )
 

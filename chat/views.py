@@ -70,6 +70,7 @@ def session_detail(request, session_id):
     streaming = [m.pk for m in messages if m.status == Message.Status.STREAMING]
     versions = selectors.answer_versions(messages)
     routed = presenters.route_statuses(messages)
+    feedback = presenters.feedback_of(messages)
     return render(
         request,
         "chat/session.html",
@@ -77,7 +78,10 @@ def session_detail(request, session_id):
             "session": session,
             **_sidebar(request),
             "message_html": [
-                presenters.message_html(m, versions=versions.get(m.pk), routed=routed.get(m.pk)) for m in messages
+                presenters.message_html(
+                    m, versions=versions.get(m.pk), routed=routed.get(m.pk), feedback=feedback.get(m.pk)
+                )
+                for m in messages
             ],
             "sync_id": streaming[-1] if streaming else "",
             "start": bool(messages) and messages[-1].role == Message.Role.USER,

@@ -109,3 +109,34 @@ async def tag_owner_lookup(tag: str, tenant_id: str) -> TagOwner | None:
     """The RAG core's owner lookup: None for an unknown tag; user_id None for an ownerless tag;
     email None when the owner's account is inactive (deleted owners are SET_NULL, so ownerless)."""
     return await sync_to_async(_tag_owner, thread_sensitive=True)(tag, tenant_id)
+
+
+def outdated_marks(*, document_ids) -> dict[str, dict]:
+    """{document id: {"note", "at"}} for those of these documents marked outdated, in one query:
+    looked up when an answer is rendered (the mark is never stored in the message)."""
+    keys = {str(i) for i in document_ids if i}
+    if not keys:
+        return {}
+    valid = []
+    for key in keys:
+        try:
+            valid.append(uuid.UUID(key))
+        except ValueError:
+            continue
+    rows = Document.objects.filter(id__in=valid, outdated_at__isnull=False).values_list(
+        "id", "outdated_note", "outdated_at"
+    )
+    return {str(pk): {"note": note, "at": at} for pk, note, at in rows}
+
+
+def with_outdated(sources, marks: dict[str, dict] | None = None) -> list[dict]:
+    """Citation-shaped dicts, copied, with "outdated" / "outdated_note" where their document is
+    marked outdated now (cards and source lists show a warning)."""
+    items = [s for s in (sources or []) if isinstance(s, dict)]
+    if marks is None:
+        marks = outdated_marks(document_ids=[s.get("document_id") for s in items])
+    out = []
+    for s in items:
+        mark = marks.get(str(s.get("document_id") or ""))
+        out.append({**s, "outdated": True, "outdated_note": mark["note"]} if mark else s)
+    return out

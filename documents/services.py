@@ -248,6 +248,32 @@ def document_requeue(*, document: Document) -> Document:
     return document
 
 
+# ------------------------------------------------------------------------------------- outdated
+
+
+def document_mark_outdated(*, document: Document, user, note: str = "") -> Document:
+    """Mark a document outdated (issue 13, from a review item): it stays searchable, and every place
+    that cites it shows a warning with the note. Marking it again updates the note and who marked it.
+    The caller decides who may (routing checks the review item and that the owner may read it)."""
+    document.outdated_at = document.outdated_at or timezone.now()
+    document.outdated_by = user
+    document.outdated_note = (note or "").strip()[:2000]
+    document.save(update_fields=["outdated_at", "outdated_by", "outdated_note", "updated_at"])
+    transaction.on_commit(lambda: async_to_sync(broadcast_document)(document))
+    logger.info("document marked outdated", extra={"event": "document_outdated", "document_id": str(document.pk)})
+    return document
+
+
+def document_clear_outdated(*, document: Document) -> Document:
+    """Remove the outdated mark (the document was checked, or replaced by a current version)."""
+    document.outdated_at = None
+    document.outdated_by = None
+    document.outdated_note = ""
+    document.save(update_fields=["outdated_at", "outdated_by", "outdated_note", "updated_at"])
+    transaction.on_commit(lambda: async_to_sync(broadcast_document)(document))
+    return document
+
+
 # ------------------------------------------------------------------------------------- progress
 
 ProgressReporter = Callable[[Document], Awaitable[None]]

@@ -14,6 +14,7 @@ urlpatterns = [
     path("<uuid:document_id>/replace", views.document_replace, name="replace"),
     path("<uuid:document_id>/delete", views.document_delete, name="delete"),
     path("<uuid:document_id>/rename", views.document_rename, name="rename"),
+    path("<uuid:document_id>/outdated/clear", views.document_clear_outdated, name="clear_outdated"),
     path("sites/", site_views.site_list, name="sites"),
     path("sites/new", site_views.site_create, name="site_create"),
     path("sites/<int:site_id>/", site_views.site_detail, name="site_detail"),

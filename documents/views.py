@@ -116,6 +116,8 @@ def document_detail(request, document_id):
     context = {
         **row_context(user=request.user, document=document),
         "replace_form": ReplaceForm(),
+        "can_clear_outdated": bool(document.outdated_at)
+        and policy.may_clear_outdated(user=request.user, document=document),
     }
     return render(request, "documents/detail.html", context)
 
@@ -227,3 +229,16 @@ def document_delete(request, document_id):
         return HttpResponse("")
     messages.success(request, f"“{title}” and its indexed chunks were deleted.")
     return redirect("documents:list")
+
+
+@login_required
+@require_POST
+def document_clear_outdated(request, document_id):
+    """Clear the outdated mark (an admin, an owner of one of its tags, or whoever marked it)."""
+    document = selectors.document_for_user(user=request.user, document_id=document_id)
+    if not policy.may_clear_outdated(user=request.user, document=document):
+        raise Http404("No such document.")
+    if document.outdated_at is not None:
+        services.document_clear_outdated(document=document)
+    messages.success(request, "The outdated mark was cleared: citations no longer warn about it.")
+    return redirect("documents:detail", document_id=document.id)

@@ -132,6 +132,7 @@ class RoutedQuestion(models.Model):
         if self.tag is not None:
             slug, name = self.tag.slug, self.tag.name
             reason = reason.replace(f"routing to {slug} owner", f"routing to the owner of {name}")
+            reason = reason.replace(f"Routing to {slug} owner", f"Routing to the owner of {name}")
             reason = reason.replace(f"tag '{slug}'", name)
         return reason
 

@@ -26,7 +26,7 @@ def inbox_questions(*, user, status: str = RoutedQuestion.Status.OPEN) -> QueryS
         return RoutedQuestion.objects.none()
     return (
         RoutedQuestion.objects.filter(policy.inbox_filter(user=user), status=status)
-        .select_related("asker", "tag", "target", "group", "answered_by")
+        .select_related("asker", "tag", "target", "group", "answered_by", "feedback")
         .order_by("-created_at", "-id")
     )
 
@@ -72,7 +72,18 @@ def question_for_user(*, user, question_id) -> RoutedQuestion:
         raise Http404("No such question.") from e
     question = (
         policy.visible_questions(user=user)
-        .select_related("asker", "tag", "tag__owner", "target", "answered_by", "session", "group", "published_document")
+        .select_related(
+            "asker",
+            "tag",
+            "tag__owner",
+            "target",
+            "answered_by",
+            "session",
+            "group",
+            "published_document",
+            "feedback",
+            "message",
+        )
         .filter(pk=key)
         .first()
     )
@@ -115,7 +126,9 @@ def route_statuses(message_ids: list[int]) -> dict[int, dict]:
     """For chat's answers that were sent to a person (chat.presenters asks, one query): to whom,
     under which tag, and whether they answered."""
     rows = list(
-        RoutedQuestion.objects.filter(message_id__in=message_ids).select_related("tag", "target", "answered_by")
+        RoutedQuestion.objects.filter(message_id__in=message_ids)
+        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)  # a review item is not "sent to a person"
+        .select_related("tag", "target", "answered_by")
     )
     admins: dict[str, str] = {}  # tenant → "Ada Admin" / "Ada Admin and Bob Boss", looked up once
 
@@ -154,6 +167,6 @@ def unread_answer_count(*, user) -> int:
 def questions_asked_by(*, user) -> QuerySet[RoutedQuestion]:
     return (
         RoutedQuestion.objects.filter(asker=user)
-        .select_related("tag", "answered_by", "session")
+        .select_related("tag", "answered_by", "session", "feedback")
         .order_by("-created_at", "-id")
     )

@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from access import policy
 from chat import services as chat_services
-from chat.models import ChatSession, Message
+from chat.models import AnswerFeedback, ChatSession, Message
 from documents.models import Document, Tag
 from documents.selectors import tag_owner
 from ragchat import runtime
@@ -244,12 +244,17 @@ def _create(*, message: Message, origin: str, embedding: QueryEmbedding) -> Rout
     return question
 
 
+def routed_of(message: Message) -> RoutedQuestion | None:
+    """The routed question of an answer (automatic or "ask the owner"); review items are not one."""
+    return RoutedQuestion.objects.filter(message=message).exclude(origin=RoutedQuestion.Origin.FEEDBACK).first()
+
+
 def question_route(*, message: Message) -> RoutedQuestion | None:
     """For a finished ROUTE answer: route its question to the tag owner (or the admins). Greetings,
     CITE answers and failed turns are not routed; routing the same answer twice returns the first."""
     if message.action != "ROUTE" or message.status != Message.Status.COMPLETE or not _routable(message):
         return None
-    existing = RoutedQuestion.objects.filter(message=message).first()
+    existing = routed_of(message)
     if existing is not None:
         return existing
     embedding = _embed(_question_and_query(message)[1])
@@ -263,12 +268,196 @@ def question_escalate(*, user, message: Message) -> RoutedQuestion:
         raise QuestionNotFound("No such answer.")
     if not _routable(message):
         raise RoutingError("This reply cannot be sent to an owner.")
-    existing = RoutedQuestion.objects.filter(message=message).first()
+    existing = routed_of(message)
     if existing is not None:
         return existing
     embedding = _embed(_question_and_query(message)[1])
     with transaction.atomic():
         return _create(message=message, origin=RoutedQuestion.Origin.MANUAL, embedding=embedding)
+
+
+# ------------------------------------------------------------------------------------- feedback (review items)
+
+REVIEW_REASON_PREFIX = "Review: "
+WITHDRAWN_NOTE = "Withdrawn by the asker."
+
+
+def _review_tag(message: Message, tenant_id: str) -> Tag | None:
+    """The tag a review of this answer goes to: for the assistant's answer, the primary tag of its
+    context, as routing decides it; for a person's answer, the tag its routed question was on."""
+    if message.role == Message.Role.OWNER:
+        answered = (
+            RoutedQuestion.objects.filter(answer_message=message, tenant_id=tenant_id).select_related("tag").first()
+        )
+        if answered is not None:
+            return answered.tag
+    return _tag_by_slug(tenant_id, primary_tag(_context_tags(message, tenant_id)))
+
+
+def _review_create(*, feedback: AnswerFeedback) -> RoutedQuestion:
+    """A review item for a down vote with a reason: a RoutedQuestion of origin FEEDBACK, targeted as
+    routing targets (the context's primary tag's owner, or the admins), never grouped."""
+    message = feedback.message
+    session = message.session
+    asker = session.owner
+    tenant_id = asker.tenant_id
+    tag = _review_tag(message, tenant_id)
+    target, fallback, reason = _target_for(tag=tag, reason_prefix=REVIEW_REASON_PREFIX)
+    question_text, query = _question_and_query(message)
+    item = RoutedQuestion.objects.create(
+        tenant_id=tenant_id,
+        asker=asker,
+        session=session,
+        message=message,
+        question_message=message.reply_to,
+        tag=tag,
+        target=target,
+        fallback=fallback,
+        reason=reason[:300],
+        origin=RoutedQuestion.Origin.FEEDBACK,
+        feedback=feedback,
+        question=question_text or "(no question)",
+        contextual_query=query,
+        citations=_snapshot_sources(message),
+        draft=message.content,
+        confidence=dict(message.confidence or {}),
+    )
+    logger.info("review item created", extra={"event": "review_created", "question_id": item.pk, "fallback": fallback})
+    transaction.on_commit(lambda: notify_new_question(question_id=item.pk))
+    return item
+
+
+def feedback_vote(*, user, message: Message, vote: int, reason: str = "", comment: str = "") -> AnswerFeedback | None:
+    """The asker's vote on an answer: +1, -1 (with a reason it becomes a review item in the tag
+    owner's inbox), or 0 to undo. Voting again changes the vote; a changed reason or comment updates
+    the open review item. Undoing a down vote (or turning it up) closes the open review item as
+    withdrawn: the owner's time goes to answers people still find wrong, and the item stays on record.
+    A withdrawn item reopens if the asker down-votes again with a reason; a resolved one is left as
+    the owner resolved it. Returns the feedback (None after an undo)."""
+    if not policy.may_give_feedback(user=user, message=message):
+        if policy.message_in_own_session(user=user, message_id=message.pk) is None:
+            raise QuestionNotFound("No such answer.")
+        raise RoutingError("This reply cannot be rated.")
+    if vote not in (-1, 0, 1):
+        raise RoutingError("Choose helpful or not helpful.")
+    reason = (reason or "").strip()
+    if reason and reason not in AnswerFeedback.Reason.values:
+        raise RoutingError("Choose one of the reasons.")
+    comment = (comment or "").strip()
+    if len(comment) > 2000:
+        raise RoutingError("Keep the comment under 2,000 characters.")
+    changed: list[RoutedQuestion] = []
+    with transaction.atomic():
+        feedback = AnswerFeedback.objects.select_for_update().filter(message=message, user=user).first()
+        item = None
+        if feedback is not None:
+            item = RoutedQuestion.objects.select_for_update().filter(feedback=feedback).first()
+        if vote != -1:
+            if item is not None and item.status == RoutedQuestion.Status.OPEN:
+                item.status = RoutedQuestion.Status.CLOSED
+                item.resolution_note = WITHDRAWN_NOTE
+                item.save(update_fields=["status", "resolution_note"])
+                changed.append(item)
+            if vote == 0:
+                if feedback is not None:
+                    # The review item (open or resolved) keeps its record: its feedback link clears.
+                    feedback.delete()
+                feedback = None
+            else:
+                feedback, _ = AnswerFeedback.objects.update_or_create(
+                    message=message, user=user, defaults={"vote": 1, "reason": "", "comment": ""}
+                )
+        else:
+            if feedback is None:
+                feedback = AnswerFeedback(message=message, user=user)
+            feedback.vote = -1
+            if reason:
+                feedback.reason = reason
+                feedback.comment = comment
+            feedback.save()
+            if feedback.reason:
+                if item is None:
+                    _review_create(feedback=feedback)
+                elif item.status == RoutedQuestion.Status.OPEN or (
+                    item.status == RoutedQuestion.Status.CLOSED and item.resolution_note == WITHDRAWN_NOTE
+                ):
+                    # The open (or withdrawn) item reads the feedback's reason and comment: tell its inbox.
+                    item.status = RoutedQuestion.Status.OPEN
+                    item.resolution_note = ""
+                    item.save(update_fields=["status", "resolution_note"])
+                    changed.append(item)
+    for changed_item in changed:
+        transaction.on_commit(lambda q=changed_item: _inbox_changed(q))
+    return feedback
+
+
+def _review_item(*, question: RoutedQuestion, user) -> RoutedQuestion:
+    """The open review item, locked, for an owner's action on it."""
+    if not policy.may_answer(user=user, question=question):
+        raise QuestionNotFound("No such question.")
+    locked = RoutedQuestion.objects.select_for_update().get(pk=question.pk)
+    if locked.origin != RoutedQuestion.Origin.FEEDBACK:
+        raise RoutingError("Only a review item can be resolved this way.")
+    if locked.status != RoutedQuestion.Status.OPEN:
+        raise RoutingError("This review item has already been resolved.")
+    return locked
+
+
+def cited_documents_for(*, question: RoutedQuestion, user):
+    """The documents of a review item's sources that this person may read (the ones they may mark
+    outdated), in the order they were shown."""
+    ids = policy.source_document_ids(question.citations)
+    readable = policy.readable_document_ids(user=user, document_ids=ids)
+    by_id = {str(d.pk): d for d in Document.objects.filter(id__in=list(readable)).select_related("uploaded_by")}
+    return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
+
+
+def review_mark_outdated(*, question: RoutedQuestion, user, document_id, note: str = "") -> Document:
+    """Resolve a review item by marking one of its cited documents outdated: the document shows a
+    warning wherever it is cited, and its uploader is told (email and live)."""
+    from documents.services import document_mark_outdated
+
+    note = (note or "").strip()
+    with transaction.atomic():
+        locked = _review_item(question=question, user=user)
+        document = next(
+            (d for d in cited_documents_for(question=locked, user=user) if str(d.pk) == str(document_id)), None
+        )
+        if document is None:
+            raise QuestionNotFound("No such document.")
+        document_mark_outdated(document=document, user=user, note=note)
+        locked.status = RoutedQuestion.Status.CLOSED
+        locked.resolution = RoutedQuestion.Resolution.OUTDATED
+        locked.resolution_note = note
+        locked.answered_by = user
+        locked.answered_at = timezone.now()
+        locked.save(update_fields=["status", "resolution", "resolution_note", "answered_by", "answered_at"])
+        transaction.on_commit(lambda: _inbox_changed(locked))
+        transaction.on_commit(lambda: notify_outdated(document_id=document.pk, marked_by=user))
+    # Open chat pages re-render the down-voted answer: its citation now carries the warning.
+    if locked.message_id:
+        chat_services.message_push(message=locked.message)
+    question.refresh_from_db()
+    return document
+
+
+def review_dismiss(*, question: RoutedQuestion, user, note: str = "") -> RoutedQuestion:
+    """Resolve a review item without changing anything (the answer was right). The asker is not
+    messaged; their "My questions" page shows it was reviewed, with the note."""
+    note = (note or "").strip()
+    if not note:
+        raise RoutingError("Write a short note on why the answer stands.")
+    with transaction.atomic():
+        locked = _review_item(question=question, user=user)
+        locked.status = RoutedQuestion.Status.CLOSED
+        locked.resolution = RoutedQuestion.Resolution.DISMISSED
+        locked.resolution_note = note[:2000]
+        locked.answered_by = user
+        locked.answered_at = timezone.now()
+        locked.save(update_fields=["status", "resolution", "resolution_note", "answered_by", "answered_at"])
+        transaction.on_commit(lambda: _inbox_changed(locked))
+    question.refresh_from_db()
+    return question
 
 
 # ------------------------------------------------------------------------------------- notifications
@@ -378,6 +567,28 @@ def notify_needs_review(*, verified_id: int) -> None:
     )
 
 
+def notify_outdated(*, document_id, marked_by) -> None:
+    """A document was marked outdated: its uploader is told by email (reviews); live, their open
+    document pages re-render its row (documents.services.document_mark_outdated broadcasts it)."""
+    document = Document.objects.select_related("uploaded_by").filter(pk=document_id).first()
+    if document is None or document.uploaded_by is None:
+        return
+    url = absolute_url(reverse("documents:detail", args=[document.pk]))
+    note = f"Their note:\n{document.outdated_note}\n\n" if document.outdated_note else ""
+    body = (
+        f"{display_name(marked_by)} marked your document “{document.title}” as outdated after reviewing an answer "
+        f"that cited it. It stays searchable, and every answer that cites it shows a warning.\n\n"
+        f"{note}"
+        f"Upload a current version or clear the mark here:\n{url}\n"
+    )
+    email_people(
+        users=[document.uploaded_by],
+        kind=Kind.REVIEWS,
+        subject=f"[ragchat] “{document.title}” marked outdated",
+        body=body,
+    )
+
+
 def notify_answer(*, question_id: int) -> None:
     question = RoutedQuestion.objects.select_related("asker", "answered_by").get(pk=question_id)
     url = absolute_url(reverse("chat:session", args=[question.session_id]))
@@ -431,12 +642,28 @@ def question_answer(
                 session=item.session, author=user, content=text, reply_to=item.question_message
             )
             item.status = RoutedQuestion.Status.ANSWERED
+            # A review item's answer corrects the answer that was down-voted.
+            item.resolution = (
+                RoutedQuestion.Resolution.CORRECTED
+                if item.origin == RoutedQuestion.Origin.FEEDBACK
+                else RoutedQuestion.Resolution.ANSWERED
+            )
             item.answer = text
             item.answered_by = user
             item.answered_at = now
             item.answer_message = message
             item.seen_at = None
-            item.save(update_fields=["status", "answer", "answered_by", "answered_at", "answer_message", "seen_at"])
+            item.save(
+                update_fields=[
+                    "status",
+                    "resolution",
+                    "answer",
+                    "answered_by",
+                    "answered_at",
+                    "answer_message",
+                    "seen_at",
+                ]
+            )
             chat_services.message_push(message=message)
             if item.message_id:
                 # The draft it answers stops saying "unverified until they answer", live.

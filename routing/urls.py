@@ -12,6 +12,8 @@ urlpatterns = [
     path("q/<int:question_id>/close/", views.question_close, name="close"),
     path("report/<str:slug>/", views.report, name="report"),
     path("report/<str:slug>/csv/", views.report_csv, name="report_csv"),
+    path("q/<int:question_id>/outdated/", views.review_outdated, name="review_outdated"),
+    path("q/<int:question_id>/dismiss/", views.review_dismiss, name="review_dismiss"),
     path("escalate/<int:message_id>/", views.escalate, name="escalate"),
     path("notifications/", views.notification_settings, name="notifications"),
 ]
@@ -21,4 +23,5 @@ urlpatterns += [
     path("knowledge/<int:verified_id>/", views.knowledge_detail, name="knowledge_detail"),
     path("knowledge/<int:verified_id>/reverify/", views.knowledge_reverify, name="knowledge_reverify"),
     path("knowledge/<int:verified_id>/retire/", views.knowledge_retire, name="knowledge_retire"),
+    path("feedback/<int:message_id>/", views.feedback, name="feedback"),
 ]

@@ -13,12 +13,15 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from access import policy
+from chat import presenters
 from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
+from documents.selectors import with_outdated
 from ragchat.partials import render_partial
 from routing import charts, exports, figures, knowledge, selectors, services
 from routing.forms import AnswerForm, KnowledgeEditForm, NotificationPreferenceForm, ReportPeriodForm
@@ -90,7 +93,8 @@ def question_detail(request, question_id):
     context = policy.question_context(
         user=request.user, question=question, conversation=selectors.conversation_before(question=question)
     )
-    sources = context.sources.visible
+    # Sources whose document was marked outdated since carry the warning (looked up now).
+    sources = with_outdated(context.sources.visible)
     group = selectors.group_questions(question=question)
     # The conversation reads as the chat showed it: Markdown rendered, citations as numbered cards
     # (only entries whose every document the viewer may read are shown at all).
@@ -124,8 +128,23 @@ def question_detail(request, question_id):
             else "",
             "can_publish": question.status == RoutedQuestion.Status.ANSWERED and not question.published_document_id,
             "publish_tags": publish_tags,
+            "review": _review_context(user=request.user, question=question),
         },
     )
+
+
+def _review_context(*, user, question: RoutedQuestion) -> dict | None:
+    """A review item (a down-voted answer): the asker's reason and comment, and the cited documents
+    the viewer may read (the ones they may mark outdated)."""
+    if question.origin != RoutedQuestion.Origin.FEEDBACK:
+        return None
+    return {
+        "feedback": question.feedback,
+        "documents": services.cited_documents_for(question=question, user=user)
+        if question.status == RoutedQuestion.Status.OPEN
+        else [],
+        "answer_was_owner": question.message is not None and question.message.role == "owner",
+    }
 
 
 def _confidence(question: RoutedQuestion) -> dict | None:
@@ -376,3 +395,83 @@ def report_csv(request, slug):
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     exports.report_csv(data, response)
     return response
+
+
+@login_required
+@require_POST
+def feedback(request, message_id):
+    """The asker's vote on an answer (htmx: returns the vote bar's replacement). vote=1|-1|0 (undo);
+    a down vote with reason (and an optional comment) becomes a review item."""
+    message = policy.message_in_own_session(user=request.user, message_id=message_id)
+    if message is None:  # not the asker's own answer: absent and forbidden look alike
+        raise Http404("No such answer.")
+    raw = request.POST.get("vote", "")
+    try:
+        vote = int(raw)
+    except ValueError:
+        vote = 99
+    try:
+        fb = services.feedback_vote(
+            user=request.user,
+            message=message,
+            vote=vote,
+            reason=request.POST.get("reason", ""),
+            comment=request.POST.get("comment", ""),
+        )
+    except services.QuestionNotFound as e:
+        raise Http404("No such answer.") from e
+    except services.RoutingError as e:
+        fb = presenters.feedback_of([message]).get(message.pk)
+        ctx = {**presenters.feedback_context(message, fb, editing=vote == -1), "fb_error": str(e)}
+        # htmx swaps only successful responses: the bar comes back with the message in it.
+        return HttpResponse(render_partial("chat/_feedback.html", ctx), status=200 if request.htmx else 400)
+    if not request.htmx:
+        messages.success(request, "Thanks for the feedback.")
+        return redirect(f"{reverse('chat:session', args=[message.session_id])}#m{message.pk}")
+    return HttpResponse(render_partial("chat/_feedback.html", presenters.feedback_context(message, fb)))
+
+
+def _review_question(request, question_id) -> RoutedQuestion:
+    question = selectors.question_for_user(user=request.user, question_id=question_id)
+    if question.origin != RoutedQuestion.Origin.FEEDBACK:
+        raise Http404("No such review item.")
+    return question
+
+
+@login_required
+@require_POST
+def review_outdated(request, question_id):
+    """Resolve a review item: one of its cited documents (that the owner may read) is outdated."""
+    question = _review_question(request, question_id)
+    try:
+        document = services.review_mark_outdated(
+            question=question,
+            user=request.user,
+            document_id=request.POST.get("document", ""),
+            note=request.POST.get("note", "")[:2000],
+        )
+    except services.QuestionNotFound as e:
+        raise Http404("No such document.") from e
+    except services.RoutingError as e:
+        messages.error(request, str(e))
+    else:
+        messages.success(
+            request, f"“{document.title}” is marked outdated: its citations show a warning, and its uploader was told."
+        )
+    return redirect("routing:question", question_id=question.pk)
+
+
+@login_required
+@require_POST
+def review_dismiss(request, question_id):
+    """Resolve a review item without a change; the note shows on the asker's "My questions"."""
+    question = _review_question(request, question_id)
+    try:
+        services.review_dismiss(question=question, user=request.user, note=request.POST.get("note", ""))
+    except services.QuestionNotFound as e:
+        raise Http404("No such question.") from e
+    except services.RoutingError as e:
+        messages.error(request, str(e))
+        return redirect("routing:question", question_id=question.pk)
+    messages.success(request, "Review item dismissed with your note.")
+    return redirect("routing:inbox")

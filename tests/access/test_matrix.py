@@ -206,6 +206,74 @@ def _verified_state(w, key):
     return VerifiedAnswer.objects.filter(pk=v.pk).values(*fields).first() if v else None
 
 
+def review_items(w):
+    """A review item (a down vote with a reason on a1, alpha's answer, for alpha's owner), made on
+    first use; review actions 404 on routed questions that are not review items."""
+    from chat.models import AnswerFeedback
+    from routing.models import RoutedQuestion
+
+    if not hasattr(w, "review"):
+        a1 = w.messages["a1"]
+        feedback = AnswerFeedback.objects.create(
+            message=a1, user=w.users["asker"], vote=-1, reason="outdated", comment="Changed last month."
+        )
+        w.review = RoutedQuestion.objects.create(
+            asker=w.users["asker"],
+            session=a1.session,
+            message=a1,
+            question_message=a1.reply_to,
+            tag=w.tags["alpha"],
+            target=w.users["owner_a"],
+            reason="Review: Routing to alpha owner",
+            origin="feedback",
+            feedback=feedback,
+            question=a1.reply_to.content,
+            citations=list(a1.citations),
+            draft=a1.content,
+        )
+    return {
+        "rv_a": ({"question_id": w.review.pk}, {"owner_a", "superuser"}),
+        "rq_a": ({"question_id": w.questions["rq_a"].pk}, set()),  # not a review item
+        "absent": ({"question_id": 999999}, set()),
+    }
+
+
+def _review_state(w, key):
+    from documents.models import Document
+    from routing.models import RoutedQuestion
+
+    review = getattr(w, "review", None)
+    row = RoutedQuestion.objects.filter(pk=review.pk).values("status", "resolution").first() if review else None
+    return row, _question_state(w, "rq_a"), list(Document.objects.values_list("outdated_at", flat=True))
+
+
+CLEARS_OUTDATED = {
+    "doc_a": {"owner_a", "superuser"},
+    "doc_b": {"owner_b", "superuser"},
+    "doc_pub": {"superuser"},
+    "doc_t2": {"other_tenant"},
+}
+
+
+def outdated_docs(w):
+    """Every document marked outdated (by nobody in particular), so clearing it changes something."""
+    from django.utils import timezone
+
+    from documents.models import Document
+
+    Document.objects.filter(pk__in=[d.pk for d in w.docs.values()]).update(
+        outdated_at=timezone.now(), outdated_note="Old."
+    )
+    return docs(CLEARS_OUTDATED)(w)
+
+
+def _outdated_state(w, key):
+    from documents.models import Document
+
+    doc = w.docs.get(key)
+    return Document.objects.filter(pk=doc.pk).values_list("outdated_at", flat=True).first() if doc else None
+
+
 def _site_state(w, key):
     from documents.models import CrawlRun, SiteSource
 
@@ -347,6 +415,20 @@ ROUTES: dict[str, Route] = {
     ),
     "routing:knowledge_reverify": Route("POST", verified_answers, state=_verified_state),
     "routing:knowledge_retire": Route("POST", verified_answers, state=_verified_state),
+    "routing:feedback": Route(
+        "POST",
+        messages,
+        data={"vote": "-1", "reason": "wrong", "comment": "No."},
+        state=_counts("chat.AnswerFeedback", "routing.RoutedQuestion"),
+    ),
+    "routing:review_outdated": Route(
+        "POST",
+        review_items,
+        data=lambda w, role: {"document": str(w.docs["doc_a"].pk), "note": "Superseded."},
+        state=_review_state,
+    ),
+    "routing:review_dismiss": Route("POST", review_items, data={"note": "It is right."}, state=_review_state),
+    "documents:clear_outdated": Route("POST", outdated_docs, state=_outdated_state),
     "access:view_as": Route("GET", one({"superuser"})),
     "access:view_as#run": Route("POST", one({"superuser"}), state=_counts("access.AuditEvent")),
     "access:audit": Route("GET", one({"superuser"})),

@@ -50,12 +50,29 @@ VIEWS = [
 ]
 
 
+# Votes on s1's answers through the real service: a down vote with a reason (a review item, which
+# the admin opens) and one still without a reason (its reason form shows open in the chat).
+FEEDBACK = r"""
+import json
+from chat.models import Message
+from ragchat.models import User
+from routing.services import feedback_vote
+emma = User.objects.get(username="emma")
+a1, a2 = Message.objects.filter(session_id=%(s1)r, role="assistant").order_by("id")[:2]
+feedback_vote(user=emma, message=a1, vote=-1, reason="outdated", comment="This changed last month.")
+feedback_vote(user=emma, message=a2, vote=-1)
+from routing.models import RoutedQuestion
+print(json.dumps({"rv": RoutedQuestion.objects.get(origin="feedback").pk}))
+"""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
     # Seeded before it starts (seeded_server would start it, and a second start() orphaned a daphne).
     server = LiveServer(data_dir=tmp_path_factory.mktemp("axe"), ollama_url=ollama_server.url)
     server.manage("migrate", "-v0")
     ids = json.loads(server.shell(SETUP).strip().splitlines()[-1])
+    ids.update(json.loads(server.shell(FEEDBACK % ids).strip().splitlines()[-1]))
     server.start()
     yield server, ids
     server.stop()

@@ -1,0 +1,152 @@
+"""Feedback and review in a real browser, both people at once: the employee down-votes an answer
+with a reason and a comment; the owner opens the review item and corrects it, and the correction
+appears in the employee's open chat; on a second answer the owner marks the cited document outdated
+and the citation card warns about it. Daphne serves the app (subprocess, its own SQLite and
+embedded Qdrant); the fake Ollama server is the model. Screenshots go to test-artifacts/.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import seeded_server
+from tests.browser.test_routing_browser import PASSWORD, SETUP, _sign_in
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+QUESTION = "How do I get a yearly parking permit for the garage?"
+COMMENT = "The desk moved to reception in October."
+CORRECTION = "Since October, yearly garage permits are issued at reception, not the facilities desk."
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ollama_server):
+    server = seeded_server(
+        tmp_path_factory,
+        ollama_server,
+        name="feedback-browser",
+        setup=SETUP % {"pw": PASSWORD},
+        extra_env={"EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend"},
+    )
+    yield server.url
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    return chromium
+
+
+def _ask_cited(page, fake, question: str):
+    fake.reply_citing(1, words=30, prefix="A yearly permit is requested at the facilities desk.")
+    fake.rating(100)
+    page.fill("#question", question)
+    page.keyboard.press("Enter")
+    return page.wait_for_selector("article.msg-assistant.status-complete .feedback", timeout=20_000)
+
+
+def test_down_vote_review_and_correction(server, browser, fake_ollama):
+    ARTIFACTS.mkdir(exist_ok=True)
+    employee_ctx, employee = _sign_in(browser, server, "erin")
+    _ask_cited(employee, fake_ollama, QUESTION)
+    answer = employee.locator("article.msg-assistant").last
+    up, down = answer.locator("button.fb-up"), answer.locator("button.fb-down")
+    assert up.get_attribute("aria-pressed") == "false" and down.get_attribute("aria-label") == "Not helpful"
+
+    # Up, then change to down: the reason form opens inline.
+    up.click()
+    employee.wait_for_selector("article.msg-assistant .feedback[data-vote='1']")
+    assert answer.locator("button.fb-up").get_attribute("aria-pressed") == "true"
+    answer.locator("button.fb-down").click()
+    employee.wait_for_selector("article.msg-assistant .feedback[data-vote='-1'] details[open] .fb-form")
+    assert answer.locator("button.fb-down").get_attribute("aria-pressed") == "true"
+    assert answer.locator("button.fb-up").get_attribute("aria-pressed") == "false"
+    answer.locator("label:has-text('Outdated') input").check()
+    answer.locator("textarea[name=comment]").fill(COMMENT)
+    employee.screenshot(path=str(ARTIFACTS / "feedback-chat-downvote-form.png"), full_page=True)
+    answer.locator("button:has-text('Send feedback')").click()
+    employee.wait_for_selector("article.msg-assistant .fb-thanks:has-text('Sent for review: outdated')")
+    chat_url = employee.url
+
+    # It persists on reload.
+    employee.reload()
+    employee.wait_for_selector("article.msg-assistant .feedback[data-vote='-1']")
+    assert "Sent for review: outdated" in employee.inner_text("article.msg-assistant .feedback")
+    employee.screenshot(path=str(ARTIFACTS / "feedback-chat-voted.png"), full_page=True)
+    phone_ctx, phone = _sign_in(browser, server, "erin", width=390, height=844)
+    phone.goto(chat_url)
+    phone.click("article.msg-assistant .fb-reason summary")
+    phone.wait_for_selector("article.msg-assistant .fb-form")
+    phone.locator("article.msg-assistant .fb-form button[type=submit]").scroll_into_view_if_needed()
+    phone.screenshot(path=str(ARTIFACTS / "feedback-chat-phone.png"))
+    phone_ctx.close()
+
+    # The owner finds it in the inbox as a review item and opens it.
+    owner_ctx, owner = _sign_in(browser, server, "olivia")
+    owner.goto(server + "/routing/inbox/")
+    row = owner.wait_for_selector(f".inbox-row:has-text('{QUESTION}')")
+    assert "Down-voted: outdated" in row.inner_text()
+    row.query_selector("a").click()
+    owner.wait_for_selector("#answer-form")
+    text = owner.inner_text("main")
+    assert "Down-voted: outdated" in text and COMMENT in text and "The answer that was given" in text
+    assert "Parking and Garage" in text and "Mark a source outdated" in text
+    owner.screenshot(path=str(ARTIFACTS / "feedback-review-item.png"), full_page=True)
+    review_url = owner.url
+    owner_phone_ctx, owner_phone = _sign_in(browser, server, "olivia", width=390, height=844)
+    owner_phone.goto(review_url)
+    owner_phone.screenshot(path=str(ARTIFACTS / "feedback-review-item-phone.png"), full_page=True)
+    owner_phone_ctx.close()
+
+    # The owner corrects it: the correction reaches the employee's open chat live.
+    employee.goto(chat_url)
+    employee.wait_for_selector("article.msg-assistant .feedback")
+    employee.wait_for_timeout(500)  # its socket is open
+    owner.fill("#answer-form textarea", CORRECTION)
+    owner.click("#answer-form button[type=submit]")
+    owner.wait_for_selector(".answer-card:has-text('Corrected')")
+    delivered = employee.wait_for_selector("article.msg-owner", timeout=10_000)
+    assert "Answer from Olivia Owens" in delivered.inner_text() and "issued at reception" in delivered.inner_text()
+    # The correction itself can be rated too.
+    assert employee.locator("article.msg-owner .feedback button.fb-up").count() == 1
+    employee.screenshot(path=str(ARTIFACTS / "feedback-correction-delivered.png"), full_page=True)
+    owner_ctx.close()
+    employee_ctx.close()
+
+
+def test_mark_source_outdated_warns_on_the_citation(server, browser, fake_ollama):
+    employee_ctx, employee = _sign_in(browser, server, "erin")
+    _ask_cited(employee, fake_ollama, "Is the garage open on public holidays?")
+    answer = employee.locator("article.msg-assistant").last
+    answer.locator("button.fb-down").click()
+    answer.locator("label:has-text('Wrong') input").check()
+    answer.locator("button:has-text('Send feedback')").click()
+    employee.wait_for_selector("article.msg-assistant .fb-thanks:has-text('Sent for review: wrong')")
+    assert answer.locator(".cite-outdated").count() == 0
+
+    owner_ctx, owner = _sign_in(browser, server, "olivia")
+    owner.goto(server + "/routing/inbox/")
+    owner.click(".inbox-row:has-text('public holidays') a")
+    owner.select_option("#outdated-doc", label="Parking and Garage")
+    owner.fill("#outdated-note", "The garage opens on holidays since 2026.")
+    owner.click("#outdated-form button[type=submit]")
+    owner.wait_for_selector(".answer-card:has-text('Source marked outdated')")
+    owner.wait_for_selector(".src-outdated:has-text('opens on holidays')")
+
+    # The employee's open chat re-renders the answer: its citation card warns (hover shows it).
+    employee.wait_for_selector("article.msg-assistant .cite-outdated", state="attached", timeout=10_000)
+    marker = answer.locator(".cite-marker").first
+    marker.hover()
+    card = answer.locator(".cite-card").first
+    card.wait_for(state="visible")
+    assert "Marked outdated by its owner: The garage opens on holidays since 2026." in card.inner_text()
+    employee.screenshot(path=str(ARTIFACTS / "feedback-citation-outdated.png"), full_page=False)
+    # The documents list and the document page show it too.
+    employee.goto(server + "/documents/")
+    assert "Outdated" in employee.inner_text("#doc-5b2d7c1e-3a4f-4b6c-8d9e-0f1a2b3c4d5e")
+    owner_ctx.close()
+    employee_ctx.close()
