@@ -30,7 +30,7 @@ run: install tesseract
 	DJANGO_DEBUG=true $(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
 
 ## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
-test: install chromium tesseract axe
+test: install chromium tesseract axe haproxy
 	bash .ci/test.sh
 
 test-fast: install tesseract

@@ -220,8 +220,7 @@ async def _run_handed(event: dict) -> None:
 
 
 async def serve_handed_turns() -> None:
-    """The holder's loop: receive the turns client processes hand over, one at a time (starting a
-    turn returns once its task runs), forever."""
+    """The holder's loop: receive the turns client processes hand over and start each, forever."""
     layer = get_channel_layer()
     while True:
         try:
@@ -236,13 +235,18 @@ async def serve_handed_turns() -> None:
             logger.debug("waiting for handed-over turns: %s", e)
             await asyncio.sleep(0.05)
             continue
-        try:
-            await _run_handed(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception:  # one bad hand-over must not end the loop
-            logger.exception("handed-over chat turn failed to start", extra={"event": "chat_handover_failed"})
-            await asyncio.sleep(0.1)
+        # Started side by side (a burst of questions does not queue behind each turn's first write);
+        # turn_start reserves its session before its first await, so one session runs one turn.
+        task = asyncio.create_task(_run_handed_logged(event), name="chat-handed-turn")
+        _serving.add(task)
+        task.add_done_callback(_serving.discard)
+
+
+async def _run_handed_logged(event: dict) -> None:
+    try:
+        await _run_handed(event)
+    except Exception:  # one bad hand-over must not end the loop
+        logger.exception("handed-over chat turn failed to start", extra={"event": "chat_handover_failed"})
 
 
 async def on_server_start(started_at) -> None:

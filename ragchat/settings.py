@@ -126,13 +126,7 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            # redis-py's default read timeout (5 s) equals channels_redis' blocking-pop wait (5 s):
-            # an idle consumer's wait then ends in "Timeout reading from ..." and daphne closes the
-            # socket (1011). A longer read timeout lets every pop end by itself.
-            "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
-                "prefix": env.str("CHANNELS_PREFIX", default="ragchat"),
-            },
+            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="ragchat")},
         }
     }
 else:

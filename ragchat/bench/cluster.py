@@ -66,8 +66,8 @@ def wait_listening(port: int, process: subprocess.Popen, log: Path, *, timeout: 
 def haproxy_config(*, port: int, servers: list[int], holder: int | None) -> str:
     """The config of scripts/scale/haproxy.cfg with this run's ports filled in."""
     text = HAPROXY_CONFIG.read_text()
-    every = "\n".join(f"    server p{i} 127.0.0.1:{p} check inter 500ms fall 2 rise 2" for i, p in enumerate(servers))
-    store = f"    server holder 127.0.0.1:{holder} check inter 500ms fall 2 rise 2" if holder else every
+    every = "\n".join(f"    server p{i} 127.0.0.1:{p} check inter 1s fall 3 rise 2" for i, p in enumerate(servers))
+    store = f"    server holder 127.0.0.1:{holder} check inter 1s fall 3 rise 2" if holder else every
     return (
         text.replace("{{PORT}}", str(port))
         .replace("{{SERVERS}}", every)
