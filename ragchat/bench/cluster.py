@@ -111,7 +111,6 @@ class Cluster:
         env.update(
             RAGCHAT_DATA_DIR=str(self.dir / "data"),
             DATABASE_URL=self.database_url(self.database),
-            DB_CONN_MAX_AGE="0",
             REDIS_URL=self.redis,
             CHANNELS_PREFIX=self.prefix,
             QDRANT_URL=self.qdrant_url,
