@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast bench evaluate chromium tesseract axe clean
+.PHONY: install run test test-fast bench evaluate chromium tesseract axe haproxy scale-run clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -30,7 +30,7 @@ run: install tesseract
 	DJANGO_DEBUG=true $(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
 
 ## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
-test: install chromium tesseract axe
+test: install chromium tesseract axe haproxy
 	bash .ci/test.sh
 
 test-fast: install tesseract
@@ -42,6 +42,18 @@ evaluate: install
 
 bench: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py bench
+
+## Several processes on one box (README "Scale-out"): PostgreSQL + Redis (running locally), N daphne
+## behind HAProxy, the fake model; Ctrl-C stops it. `manage.py bench --scale` measures the same.
+PROCESSES ?= 3
+scale-run: install haproxy
+	$(BIN)/python -m ragchat.bench.cluster --processes $(PROCESSES)
+
+## Debian's HAProxy, the load balancer of `make scale-run`.
+haproxy:
+	@command -v haproxy >/dev/null 2>&1 || { \
+	  echo "Installing Debian's haproxy for the multi-process run"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq haproxy >/dev/null; }
 
 chromium:
 	@command -v chromium >/dev/null 2>&1 || { \

@@ -378,7 +378,7 @@ def _chat_prepare(request, body: schemas.ChatIn):
         session = policy.session_or_none(user=request.user, session_id=body.session_id)
         if session is None:
             raise not_found("No such chat session.")
-        if turns.active_turn(session.pk) is not None:
+        if turns.session_busy_sync(session.pk):
             raise ApiError(409, "busy", "Please wait until the current answer is finished.")
         return session, chat_services.message_create_user(session=session, content=body.question.strip())
     return chat_services.session_start(user=request.user, question=body.question)

@@ -24,6 +24,7 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from chat import presenters, selectors, services, turns
 from chat.models import ChatSession, Message
 from chat.signals import session_opened
+from ragchat import processes
 from ragchat.partials import render_partial
 
 logger = logging.getLogger(__name__)
@@ -71,7 +72,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         for raw in query.get("sync", [])[:1]:
             if raw.isdigit() and (turn is None or int(raw) != turn.message_id):
                 await self._send_message(int(raw))
-        if "start" in query and turn is None:
+        if "start" in query and not await turns.session_busy(self.session_id):
             # A chat begun from the landing page: its first question is stored, its answer starts
             # once the page listens (and only once: a question with an answer is not pending).
             pending = await database_sync_to_async(selectors.question_unanswered)(session_id=self.session_id)
@@ -101,7 +102,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # that arrives late (after that answer ended) cannot stop the next one.
             raw = str(data.get("answer") or "")
             answer_id = int(raw) if raw.isdigit() else None
-            if not turns.turn_stop(self.session_id, message_id=answer_id):
+            if processes.hands_turns_over():  # the holder runs this process's turns
+                await turns.hand_over_stop(self.session_id, message_id=answer_id)
+            elif not turns.turn_stop(self.session_id, message_id=answer_id):
                 await self.channel_layer.group_send(self.group, {"type": "chat.stop", "message_id": answer_id})
             return
         question = str(data.get("question") or "")
@@ -109,7 +112,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if problem:
             await self.send(text_data=note_html(problem, outcome="refused"))
             return
-        if turns.active_turn(self.session_id) is not None:
+        if await turns.session_busy(self.session_id):
             await self.send(text_data=note_html(MSG_BUSY, kind="info", outcome="busy"))
             return
         if data.get("edit"):
@@ -134,7 +137,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         retryable = (Message.Status.FAILED, Message.Status.INTERRUPTED)
         if failed is None or failed.status not in retryable or failed.reply_to_id is None:
             return
-        if turns.active_turn(self.session_id) is not None:
+        if await turns.session_busy(self.session_id):
             await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
             return
         user_message = await database_sync_to_async(lambda: failed.reply_to)()
@@ -176,7 +179,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if answer is None:
             await self.send(text_data=note_html(MSG_REGENERATE_LAST, kind="info"))
             return
-        if turns.active_turn(self.session_id) is not None:
+        if await turns.session_busy(self.session_id):
             await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
             return
         # The current answer becomes an older version (hidden, reachable by its switcher).
@@ -187,6 +190,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self._start(question)
 
     async def _start(self, user_message: Message, *, title: str = "") -> None:
+        if processes.hands_turns_over():
+            await turns.hand_over(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
+            return
         try:
             await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
         except turns.TurnInProgress:

@@ -96,6 +96,11 @@ def question_unanswered(*, session_id) -> Message | None:
     return last
 
 
+def answer_streaming_exists(*, session_id) -> bool:
+    """An answer of the session is being written (by any process: the draft is in the database)."""
+    return Message.objects.filter(session_id=session_id, status=Message.Status.STREAMING).exists()
+
+
 def question_to_edit(*, session_id, message_id: int) -> Message | None:
     """The session's latest question, when `message_id` is it (only the latest can be edited and
     asked again: later turns were answered in the light of the earlier ones)."""

@@ -122,6 +122,25 @@ def message_save_partials(*, contents: dict[int, str]) -> None:
             )
 
 
+MSG_PROCESS_STOPPED = "The server stopped while this answer was being written. Please try again."
+
+
+def drafts_interrupt_stale(*, started_before) -> int:
+    """Answers left streaming by a process that died (SIGKILL, a crash) before `started_before`:
+    kept as interrupted (or failed when nothing streamed), with a reason and a retry. Only the one
+    process that runs every chat turn may call it at its start. Returns how many."""
+    stale = Message.objects.filter(status=Message.Status.STREAMING, created_at__lt=started_before)
+    now = timezone.now()
+    with transaction.atomic():
+        failed = stale.filter(content="").update(
+            status=Message.Status.FAILED, error=MSG_PROCESS_STOPPED, error_type="ProcessStopped", updated_at=now
+        )
+        interrupted = stale.update(
+            status=Message.Status.INTERRUPTED, error=MSG_PROCESS_STOPPED, error_type="ProcessStopped", updated_at=now
+        )
+    return failed + interrupted
+
+
 def message_finish(*, message: Message, fields: dict) -> Message:
     """Store the end of a turn (complete, interrupted or failed) in one write."""
     for name, value in fields.items():

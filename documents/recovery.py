@@ -117,7 +117,12 @@ def recover_on_first_call(application):
 async def _recover(started_at: datetime) -> None:
     # Only where this process is surely the one ingester: in-process ingestion on the embedded store
     # (which one process alone can open). With QDRANT_URL other processes may be ingesting.
-    single_ingester = settings.RAGCHAT_INGEST_BACKEND == "inprocess" and not settings.RAG.qdrant_url
+    # A client of the embedded store (ragchat/processes.py) is none: the holder is.
+    from ragchat import processes
+
+    single_ingester = (
+        settings.RAGCHAT_INGEST_BACKEND == "inprocess" and not settings.RAG.qdrant_url and processes.opens_store()
+    )
     if not single_ingester or not getattr(settings, "RAGCHAT_RECOVER_ON_START", True):
         return
     try:

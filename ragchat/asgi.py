@@ -10,21 +10,32 @@ django_asgi_app = get_asgi_application()
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
+from chat import turns  # noqa: E402
 from documents.recovery import recover_on_first_call  # noqa: E402
-from ragchat import runtime  # noqa: E402
+from ragchat import processes, runtime  # noqa: E402
 from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
 
-# The RAG parts are built once here, at start-up; RAGCHAT_WARMUP=0 skips loading the model early.
-runtime.start(warm_up=os.environ.get("RAGCHAT_WARMUP", "1") == "1")
+# Settings that cannot run (several processes on one embedded store, ...) stop the server here.
+if problems := processes.process_problems():
+    raise ImproperlyConfigured("ragchat cannot start with these settings:\n- " + "\n- ".join(problems))
 
+# The RAG parts are built once here, at start-up; RAGCHAT_WARMUP=0 skips loading the model early.
+# A client of the embedded store never opens it (the warm-up would).
+runtime.start(warm_up=os.environ.get("RAGCHAT_WARMUP", "1") == "1" and processes.opens_store())
+
+# turns.on_first_call: answers a dead process left streaming are closed, and the holder of the
+# embedded store serves the chat turns client processes hand over (chat/turns.py).
 # recover_on_first_call: ingestion interrupted by a restart ends failed-and-retryable, never half
 # indexed (documents/recovery.py).
 application = recover_on_first_call(
-    ProtocolTypeRouter(
-        {
-            "http": django_asgi_app,
-            "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-        }
+    turns.on_first_call(
+        ProtocolTypeRouter(
+            {
+                "http": django_asgi_app,
+                "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            }
+        )
     )
 )

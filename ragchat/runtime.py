@@ -56,8 +56,10 @@ class RAGComponents:
         )
 
     async def ready_vector_service(self) -> VectorService:
-        """The vector service, its collection opened (or created) once."""
+        """The vector service, its collection opened (or created) once. A client process of the
+        embedded store (ragchat/processes.py) never opens it: StoreNotInThisProcess."""
         if not self._initialized:
+            _refuse_store_in_client()
             if self._init_lock is None:
                 self._init_lock = asyncio.Lock()
             async with self._init_lock:
@@ -69,6 +71,16 @@ class RAGComponents:
     def close(self) -> None:
         """Release what holds files or sockets (the embedded store's shard)."""
         self.vector_service.close_sync()
+
+
+def _refuse_store_in_client() -> None:
+    from ragchat import processes
+
+    if not processes.opens_store():
+        raise processes.StoreNotInThisProcess(
+            "This process is a client of the embedded vector store (RAGCHAT_STORE_ROLE=client): the request "
+            "should have gone to the holder (README: Scale-out)."
+        )
 
 
 _lock = threading.Lock()

@@ -133,6 +133,12 @@ else:
     # channels' in-memory layer, its O(channels) expiry sweep run once a second instead of per message.
     CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.ThrottledInMemoryChannelLayer"}}
 
+# Which part of the embedded vector store this process plays (ragchat/processes.py, README "Scale-out"):
+# "own" (default) opens it and runs its own chat turns and ingestion; with several processes on the
+# embedded store one "holder" opens it (and runs the chat turns the others hand over through Redis)
+# and the "client" processes never open it. Checked at start-up.
+RAGCHAT_STORE_ROLE = env.str("RAGCHAT_STORE_ROLE", default="own")
+
 # Django's cache: the API's per-token rate limits count in it (django-ratelimit), so with several
 # processes (REDIS_URL) it must be the shared Redis; one process keeps it in memory.
 if REDIS_URL:

@@ -13,3 +13,12 @@ from ragchat.settings import *  # noqa: E402,F403
 
 # Password hashing at full strength costs ~0.3 s per account: the tests create hundreds.
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+# The PostgreSQL + Redis run (REDIS_URL set) is one process on the embedded store: its holder
+# (ragchat/processes.py refuses several processes on it otherwise). Not an environment variable:
+# the servers the tests start choose their own role.
+# It serves no handed-over turns: each test's event loop ends with the test, and a receive left
+# waiting on Redis keeps a loop from closing (tests/ops/test_scale_out.py starts real holders).
+if REDIS_URL:  # noqa: F405
+    RAGCHAT_STORE_ROLE = "holder"
+    RAGCHAT_SERVE_HANDED_TURNS = False

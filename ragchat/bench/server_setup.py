@@ -68,6 +68,8 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--chunks", type=int, default=10_000)
     parser.add_argument("--sessions", type=int, default=250)
+    parser.add_argument("--username", default="bench")
+    parser.add_argument("--password", default="bench-password-not-secret")
     args = parser.parse_args()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ragchat.settings")
     import django
@@ -81,7 +83,7 @@ def main() -> None:
     from documents.services import tag_create
 
     call_command("migrate", verbosity=0)
-    user = get_user_model().objects.create_user("bench", password="bench-password-not-secret")
+    user = get_user_model().objects.create_user(args.username, password=args.password)
     tag_create(tenant_id=user.tenant_id, name="Bench", slug=BENCH_TAG, members=[user])
     store = SessionStore()
     store[SESSION_KEY] = str(user.pk)

@@ -1,7 +1,7 @@
 """Scale-out proof: two daphne processes share PostgreSQL and the Redis channel layer. The asker's
 websocket is held by process A, which also answers the chat turn (A alone opens a vector store: the
-embedded one, since there is no Qdrant server here); the owner answers through process B, whose
-request never touches a vector store; the answer reaches the asker's socket on A through Redis.
+embedded one, since there is no Qdrant server here: A is its holder, B a client); the owner answers
+through process B, whose request never touches a vector store; the answer reaches the asker's socket on A through Redis.
 
 Skipped when PostgreSQL or Redis is not reachable (TEST_POSTGRES_URL, TEST_REDIS_URL as in
 .ci/test.sh).
@@ -63,8 +63,13 @@ def test_owner_answer_through_one_process_reaches_the_socket_held_by_the_other(
     }
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    a = LiveServer(data_dir=tmp_path / "a", ollama_url=ollama_server.url, extra_env=shared)
-    b = LiveServer(data_dir=tmp_path / "b", ollama_url=ollama_server.url, extra_env=shared)
+    # A holds the embedded store; B is its client (it never opens a store: ragchat/processes.py).
+    a = LiveServer(
+        data_dir=tmp_path / "a", ollama_url=ollama_server.url, extra_env={**shared, "RAGCHAT_STORE_ROLE": "holder"}
+    )
+    b = LiveServer(
+        data_dir=tmp_path / "b", ollama_url=ollama_server.url, extra_env={**shared, "RAGCHAT_STORE_ROLE": "client"}
+    )
     a.start()
     try:
         b.start()
@@ -135,3 +140,96 @@ def _until(socket, predicate, *, timeout: float = 20) -> list[str]:
         if predicate(frame):
             return frames
     raise AssertionError(f"no matching frame in {timeout} s; got {[f[:120] for f in frames]}")
+
+
+WORDS = [f"w{i:03d}x" for i in range(1, 41)]
+SEED = r"""
+import asyncio
+from ragchat import runtime
+from ragchat.services.types import ChunkRecord
+chunks = [ChunkRecord(document_id="5d6e7f80-1a2b-4c3d-8e9f-0a1b2c3d4e5f", chunk_index=0, document_name="Parking.pdf",
+    section="Parking", tags=("public",),
+    chunk_text="Parking rules: employees park in garage B; visitors get a day pass at the front desk.")]
+async def index():
+    service = await runtime.ready_vector_service()
+    await service.upsert_chunks(chunks)
+asyncio.run(index())
+runtime.reset()
+"""
+
+
+def test_turn_asked_on_a_client_runs_on_the_holder_and_survives_the_client_dying(
+    tmp_path, scratch_database, ollama_server
+):
+    """The asker's tab is on client B: B hands the turn to holder A through Redis; the tokens reach
+    B's socket and a second tab of the session on A; that tab's question meanwhile is refused as
+    busy (the turn runs in another process); B is killed mid-answer, the tab reconnects to A and
+    gets the rest: every token once, one stored answer. B never opened a vector store."""
+    from websockets.sync.client import connect
+
+    ollama_server.reset()
+    ollama_server.reply(" ".join(WORDS))
+    ollama_server.rating(4)
+    ollama_server.token_delay(0.1)  # 40 tokens over about 4 s: time to kill B mid-answer
+    shared = {
+        "DATABASE_URL": scratch_database,
+        "REDIS_URL": REDIS_URL,
+        "CHANNELS_PREFIX": f"ragchat-scaleout-{uuid.uuid4().hex[:8]}",
+    }
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = LiveServer(
+        data_dir=tmp_path / "a", ollama_url=ollama_server.url, extra_env={**shared, "RAGCHAT_STORE_ROLE": "holder"}
+    )
+    b = LiveServer(
+        data_dir=tmp_path / "b", ollama_url=ollama_server.url, extra_env={**shared, "RAGCHAT_STORE_ROLE": "client"}
+    )
+    a.manage("migrate", "-v0")
+    a.shell(SEED)  # A's embedded store holds the document the question is answered from
+    a.start()
+    try:
+        b.start()
+        a.create_user("erin", "pw-erin-123")
+        asker = httpx.Client(base_url=b.url, timeout=30)
+        sign_in(asker, "erin", "pw-erin-123")
+        made = asker.post(
+            "/chat/new/",
+            data={"question": "What are the parking rules?", "csrfmiddlewaretoken": csrf(asker, "/")},
+        )
+        assert made.status_code == 302
+        session_id = re.search(r"/chat/([0-9a-f-]{36})/", made.headers["location"]).group(1)
+        cookie = {"Cookie": "; ".join(f"{k}={v}" for k, v in asker.cookies.items())}
+        on_a = a.url.replace("http://", "ws://") + f"/ws/chat/{session_id}/"
+        on_b = b.url.replace("http://", "ws://") + f"/ws/chat/{session_id}/?start=1"
+        with connect(on_a, additional_headers={**cookie, "Origin": a.url}, open_timeout=10) as other_tab:
+            with connect(on_b, additional_headers={**cookie, "Origin": b.url}, open_timeout=10) as tab:
+                frames = _until(tab, lambda f: "w005x" in f)
+                draft_id = re.search(r'id="m(\d+)" class="msg msg-assistant', "".join(frames)).group(1)
+                other_tab.send('{"question": "And for visitors?"}')
+                assert "Please wait until the current answer is finished." in "".join(
+                    _until(other_tab, lambda f: "Please wait" in f)
+                )
+                b.process.kill()  # SIGKILL mid-answer: B's socket drops, the turn runs on in A
+                b.process.wait(timeout=10)
+            # The page reconnects (through the load balancer: here straight to A) and syncs its draft.
+            with connect(
+                on_a + f"?sync={draft_id}",
+                additional_headers={**cookie, "Origin": a.url},
+                open_timeout=10,
+            ) as tab:
+                frames = _until(tab, lambda f: 'data-status="complete"' in f, timeout=30)
+        shown = re.sub(r'data-copy="[^"]*"', "", frames[-1])
+        assert [w for w in re.findall(r"w\d{3}x", shown)] == WORDS  # every token, once, in order
+        stored = a.shell(
+            "from chat.models import Message\n"
+            f"answers = Message.objects.filter(session_id='{session_id}', role='assistant')\n"
+            "print('ANSWERS', [(m.status, m.content.split().count('w020x')) for m in answers])\n"
+            f"print('QUESTIONS', Message.objects.filter(session_id='{session_id}', role='user').count())"
+        )
+        assert "ANSWERS [('complete', 1)]" in stored
+        assert "QUESTIONS 1" in stored  # the busy tab's question was not stored
+        assert not (tmp_path / "b" / "qdrant").exists()  # B never opened a vector store
+        assert "Traceback" not in a.log_text()
+    finally:
+        b.stop()
+        a.stop()

@@ -71,6 +71,20 @@ class Command(BaseCommand):
             help="concurrent streams (repeatable; default 50 and 200, 10 and 50 with --quick)",
         )
         parser.add_argument(
+            "--scale",
+            action="store_true",
+            help="only the multi-process run (ragchat/bench/cluster.py: PostgreSQL, Redis, N daphne behind"
+            " HAProxy): streams spread over the processes, per-question cost and database writes, a"
+            " session's other tab on another process, a process killed mid-answer",
+        )
+        parser.add_argument("--processes", type=int, default=3, help="daphne processes of --scale (default 3)")
+        parser.add_argument(
+            "--postgres",
+            default="postgres://postgres@127.0.0.1:5432/postgres",
+            help="PostgreSQL server of --scale (a scratch database is created and dropped)",
+        )
+        parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="Redis of --scale")
+        parser.add_argument(
             "--chat-embedder",
             choices=["local", "hashing"],
             default=None,
@@ -93,6 +107,17 @@ class Command(BaseCommand):
         real_set=0,
         **options,
     ):
+        if options.get("scale"):
+            self.scale(
+                json_out=json_out,
+                processes=options["processes"],
+                postgres=options["postgres"],
+                redis=options["redis"],
+                streams=(streams or [60])[0],
+                tokens=tokens or 50,
+                token_interval_ms=token_interval_ms,
+            )
+            return
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level  # restored: call_command (tests) must not silence the process
         quiet.setLevel(logging.ERROR)
@@ -118,6 +143,24 @@ class Command(BaseCommand):
         if json_out:
             Path(json_out).write_text(json.dumps(report, indent=2))
         self.stdout.write(json.dumps(report))
+
+    def scale(self, *, json_out, processes, postgres, redis, streams, tokens, token_interval_ms) -> None:
+        from ragchat.bench.scale import scale_bench
+
+        report = asyncio.run(
+            scale_bench(
+                processes=processes,
+                streams=streams,
+                tokens=tokens,
+                token_interval=token_interval_ms / 1000,
+                postgres=postgres,
+                redis=redis,
+                say=lambda message: self.stderr.write(message),
+            )
+        )
+        if json_out:
+            Path(json_out).write_text(json.dumps(report, indent=2))
+        self.stdout.write(json.dumps(report, indent=2))
 
     async def run(
         self,
