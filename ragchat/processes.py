@@ -55,8 +55,11 @@ def hands_turns_over() -> bool:
     return store_role() == CLIENT
 
 
-def process_problems() -> list[str]:
-    """Why these settings cannot run several processes safely (empty: they can)."""
+def process_problems(*, server: bool = True) -> list[str]:
+    """Why these settings cannot run several processes safely (empty: they can). `server`: for the
+    web server, which holds the embedded store; an ingestion worker (`db_worker`, `ingest_worker`)
+    alone may open it when no server runs, e.g. a batch import, so for other commands that rule is a
+    warning (`check_processes`)."""
     role = store_role()
     if role not in ROLES:
         return [f"RAGCHAT_STORE_ROLE={role!r}: use one of {', '.join(ROLES)}."]
@@ -77,6 +80,13 @@ def process_problems() -> list[str]:
             "by one process only: set QDRANT_URL, or RAGCHAT_STORE_ROLE=holder on exactly one process and "
             "RAGCHAT_STORE_ROLE=client on the others (README: Scale-out)."
         )
+    if server:
+        problems += _worker_problems()
+    return problems
+
+
+def _worker_problems() -> list[str]:
+    problems = []
     if settings.RAGCHAT_INGEST_BACKEND == "tasks" and embedded_store():
         problems.append(
             "RAGCHAT_INGEST_BACKEND=tasks runs ingestion in db_worker processes, which cannot open the "
@@ -87,4 +97,7 @@ def process_problems() -> list[str]:
 
 @checks.register("ragchat")
 def check_processes(app_configs, **kwargs) -> list[checks.CheckMessage]:
-    return [checks.Error(text, id="ragchat.E001") for text in process_problems()]
+    errors: list[checks.CheckMessage] = [
+        checks.Error(text, id="ragchat.E001") for text in process_problems(server=False)
+    ]
+    return errors + [checks.Warning(text, id="ragchat.W001") for text in _worker_problems()]

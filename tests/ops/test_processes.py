@@ -63,6 +63,10 @@ def test_ingestion_workers_need_a_qdrant_server(embedded):
     embedded.RAGCHAT_INGEST_BACKEND = "tasks"
     [problem] = processes.process_problems()
     assert "db_worker" in problem and "QDRANT_URL" in problem
+    # Other commands (a worker alone, migrate) only warn: the server is what must not start.
+    assert processes.process_problems(server=False) == []
+    [warning] = processes.check_processes(None)
+    assert warning.id == "ragchat.W001" and warning.msg == problem
     embedded.RAG = dataclasses.replace(embedded.RAG, qdrant_url="http://qdrant:6333")
     assert processes.process_problems() == []
 

@@ -33,6 +33,15 @@ PAYLOAD = f"{SCRIPT} {IMG}"
 SCRIPT_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
+# The product's own inline SVG (the vote buttons' icons in templates/chat/_feedback.html, the bell in _base.html):
+# decorative, hidden from screen readers, and never made of document or user text.
+OUR_ICON_CLASSES = {"fb-icon", "bell-icon"}
+
+
+def _our_icon(tag: str, attrs: dict) -> bool:
+    return tag == "svg" and attrs.get("class") in OUR_ICON_CLASSES and attrs.get("aria-hidden") == "true"
+
+
 class _LiveElements(HTMLParser):
     """What a browser would run or load from the page: scripts with the payload, event-handler
     attributes with it, javascript: links, images and other embedded content."""
@@ -49,7 +58,7 @@ class _LiveElements(HTMLParser):
                 self.found.append(f"<{tag} {name}={value!r}>")
             if name in ("href", "src", "action") and (value or "").strip().lower().startswith("javascript:"):
                 self.found.append(f"<{tag} {name}={value!r}>")
-        if tag in ("img", "iframe", "object", "embed", "svg"):
+        if tag in ("img", "iframe", "object", "embed", "svg") and not _our_icon(tag, dict(attrs)):
             self.found.append(f"<{tag} {dict(attrs)}>")
 
     def handle_data(self, data):
