@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragchat.bench.common import pct, process_cpu_seconds, process_peak_rss_mb, process_rss_mb
+from ragchat.bench.common import pct, process_cpu_seconds, process_peak_rss_mb, process_rss_mb, start_fake_llm
 from ragchat.bench.server_setup import QUESTION_TOPIC
 from ragchat.evaluation.runner import EMBEDDERS
 
@@ -119,18 +119,8 @@ class ScratchServer:
         return env
 
     def start(self) -> None:
-        self.fake = subprocess.Popen(
-            [sys.executable, "-m", "ragchat.bench.fake_llm", "--log", str(self.fake_log)],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        line = self.fake.stdout.readline().strip()
-        if not line.startswith("URL "):
-            raise RuntimeError(f"fake Ollama did not start: {line!r}")
-        env = self.env(line.split(" ", 1)[1])
+        self.fake, url = start_fake_llm(self.fake_log)
+        env = self.env(url)
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         self.say(f"preparing the scratch server: {self.chunks} chunks, {self.sessions_wanted} sessions")
         setup = subprocess.run(

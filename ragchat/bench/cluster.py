@@ -35,6 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragchat.bench.common import start_fake_llm
 from ragchat.evaluation.runner import EMBEDDERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -149,18 +150,7 @@ class Cluster:
             )
         self.secret = secrets.token_urlsafe(40)
         self._create_database()
-        self.fake = subprocess.Popen(
-            [sys.executable, "-m", "ragchat.bench.fake_llm", "--log", str(self.dir / "fake.log")],
-            cwd=REPO,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
-        )
-        line = self.fake.stdout.readline().strip()
-        if not line.startswith("URL "):
-            raise RuntimeError(f"fake Ollama did not start: {line!r}")
-        self.ollama_url = line.split(" ", 1)[1]
+        self.fake, self.ollama_url = start_fake_llm(self.dir / "fake.log")
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         self.say(f"scratch database {self.database}: migrating, {self.chunks} chunks, {self.sessions} chat sessions")
         setup = subprocess.run(

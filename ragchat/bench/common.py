@@ -95,6 +95,29 @@ def run_bench_module(module: str, *args: str, timeout: float) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def start_fake_llm(log: Path):
+    """The fake Ollama (`ragchat.bench.fake_llm`) in a process of its own: (process, its URL). The
+    process reads its commands on stdin; RuntimeError when it does not start."""
+    import os
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ragchat.bench.fake_llm", "--log", str(log)],
+        cwd=repo,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(repo)},
+    )
+    assert process.stdout is not None
+    line = process.stdout.readline().strip()
+    if not line.startswith("URL "):
+        raise RuntimeError(f"fake Ollama did not start: {line!r}")
+    return process, line.split(" ", 1)[1]
+
+
 def pct(values: Sequence[float], q: float) -> float:
     """Nearest-rank percentile (q in 0-1); 0.0 for no values."""
     if not values:
