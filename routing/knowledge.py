@@ -220,6 +220,20 @@ def documents_replaced(*, document: Document) -> int:
     return marked
 
 
+def document_outdated(*, document: Document) -> int:
+    """A document was marked outdated (from a review item): every VERIFIED answer that relied on
+    it, or that it publishes, needs review. Returns how many."""
+    marked = 0
+    note = f": {document.outdated_note}" if document.outdated_note else ""
+    for verified in _relying(document):
+        seen = (verified.relied_on_versions or {}).get(str(document.pk)) or {}
+        reason = f"“{seen.get('title') or document.title}” was marked outdated{note}"
+        marked += mark_needs_review(verified=verified, reason=reason)
+    for verified in VerifiedAnswer.objects.filter(document=document, status=Status.VERIFIED):  # itself
+        marked += mark_needs_review(verified=verified, reason=f"It was marked outdated{note}")
+    return marked
+
+
 def document_deleted(*, document: Document) -> int:
     """A document is being deleted: every VERIFIED answer that relied on it needs review (the title
     stays in relied_on_versions for the owner to see what is gone); a verified answer whose own

@@ -50,6 +50,13 @@ def verified_status_changed(verified: VerifiedAnswer) -> None:
 
 @receiver(post_save, sender="documents.Document", dispatch_uid="routing.knowledge_document_saved")
 def knowledge_document_saved(sender, instance, created, update_fields=None, **kwargs) -> None:
+    # Marked outdated by an owner (documents.services.document_mark_outdated names these fields):
+    # the answers verified on it need review too.
+    if not created and update_fields is not None and "outdated_at" in update_fields and instance.outdated_at:
+        from routing.knowledge import document_outdated
+
+        document_outdated(document=instance)
+        return
     # A new version is saved whole (documents.services.document_replace_file); progress and
     # metadata writes name their fields and never change the version.
     if created or (update_fields is not None and "version" not in update_fields) or instance.version <= 1:

@@ -151,6 +151,25 @@ async def test_deleting_a_relied_on_document_makes_it_need_review(asker, owner, 
     assert meta["verified"] is False
 
 
+async def test_marking_a_relied_on_document_outdated_makes_it_need_review(asker, owner, corpus, fake_ollama):
+    from documents.services import document_mark_outdated
+
+    verified = await publish(asker, owner, fake_ollama)
+    parking = await Document.objects.aget(pk=PARKING_DOC)
+    await sync_to_async(document_mark_outdated)(document=parking, user=owner, note="The garage moved in May.")
+    verified = await fresh(verified)
+    assert verified.status == "needs_review"
+    assert verified.needs_review_reason == "“Parking.md” was marked outdated: The garage moved in May."
+    [meta] = await chunk_metadata(verified.document_id)
+    assert meta["verified"] is False
+    # A verified answer's own document marked outdated (it was cited and down-voted): it needs review.
+    await sync_to_async(knowledge.reverify)(verified=verified, user=owner)
+    own = await Document.objects.aget(pk=verified.document_id)
+    await sync_to_async(document_mark_outdated)(document=own, user=owner, note="Superseded.")
+    verified = await fresh(verified)
+    assert verified.status == "needs_review" and verified.needs_review_reason == "It was marked outdated: Superseded."
+
+
 async def test_review_date_passing_makes_it_need_review(asker, owner, corpus, fake_ollama, capsys):
     from documents.schedule import run_schedule_once
 
