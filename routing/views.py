@@ -312,34 +312,38 @@ def knowledge_detail(request, verified_id):
     )
 
 
-@login_required
-@require_POST
-def knowledge_reverify(request, verified_id):
+def _knowledge_action(request, verified_id, action, success) -> HttpResponse:
+    """Run a lifecycle action (re-verify, retire) on a verified answer the person looks after, and
+    say how it went on its page; `success(verified)` is the message once it is done."""
     verified = knowledge.knowledge_for_user(user=request.user, verified_id=verified_id)
     try:
-        knowledge.reverify(verified=verified, user=request.user)
+        action(verified=verified, user=request.user)
     except knowledge.VerifiedNotFound as e:
         raise Http404("No such verified answer.") from e
     except knowledge.KnowledgeError as e:
         messages.error(request, str(e))
     else:
-        messages.success(request, f"Verified again by you; next review by {verified.review_by:%-d %b %Y}.")
+        messages.success(request, success(verified))
     return redirect("routing:knowledge_detail", verified_id=verified.pk)
+
+
+@login_required
+@require_POST
+def knowledge_reverify(request, verified_id):
+    return _knowledge_action(
+        request,
+        verified_id,
+        knowledge.reverify,
+        lambda v: f"Verified again by you; next review by {v.review_by:%-d %b %Y}.",
+    )
 
 
 @login_required
 @require_POST
 def knowledge_retire(request, verified_id):
-    verified = knowledge.knowledge_for_user(user=request.user, verified_id=verified_id)
-    try:
-        knowledge.retire(verified=verified, user=request.user)
-    except knowledge.VerifiedNotFound as e:
-        raise Http404("No such verified answer.") from e
-    except knowledge.KnowledgeError as e:
-        messages.error(request, str(e))
-    else:
-        messages.success(request, "Retired: the assistant no longer finds or cites it.")
-    return redirect("routing:knowledge_detail", verified_id=verified.pk)
+    return _knowledge_action(
+        request, verified_id, knowledge.retire, lambda v: "Retired: the assistant no longer finds or cites it."
+    )
 
 
 # ----------------------------------------------------------------------------------- knowledge-gap report
