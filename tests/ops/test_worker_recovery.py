@@ -141,7 +141,12 @@ def test_worker_killed_mid_ingestion_is_resumed_by_the_next_worker(tmp_path, slo
             what="long.txt indexed by worker-b",
         )
         assert after["status"] == "ready", after
-        rows = db.tasks()
+        # The document is ready inside the task; the task row is marked finished just after it returns.
+        rows = wait_for(
+            lambda: (r := db.tasks()) and all(t["status"] != "RUNNING" for t in r) and r,
+            timeout=30,
+            what="worker-b's task row finished",
+        )
         assert sorted((r["status"], r["exception_class_path"]) for r in rows) == [
             ("FAILED", WORKER_LOST),
             ("SUCCESSFUL", ""),
