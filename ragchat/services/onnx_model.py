@@ -26,6 +26,7 @@ import sys
 import threading
 import warnings
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +143,13 @@ class OnnxModel:
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
+        # One thread per run, and as many runs at once as the process has cores (`_pool`): on the
+        # reference box two 1-thread runs give 108 chunks/s against 100 for one 2-thread run, and
+        # 84 when two callers (two files ingested at once) share a 2-thread session, whose spinning
+        # threads then fight over the cores. The pool is the one place that bounds the model's
+        # parallelism, whoever calls.
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
         self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         tokenizer_file = str(packaged_model_dir() / "tokenizer.json")
         self._counter = Tokenizer.from_file(tokenizer_file)
@@ -155,6 +163,7 @@ class OnnxModel:
         # alone (as fast on this CPU as batches: no padding), so a text always gets the same vector.
         self.batch_size = 1 if quantized else max(1, batch_size)
         self.path = path
+        self._pool = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="onnx-model")
 
     def count_tokens(self, text: str) -> int:
         """Word pieces without [CLS]/[SEP], as `SentenceTransformer.tokenizer.tokenize` counts them."""
@@ -167,7 +176,8 @@ class OnnxModel:
         # Similar lengths share a batch, so little of each batch is padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.zeros((len(texts), _HIDDEN), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
+
+        def run(start: int) -> None:
             picked = order[start : start + self.batch_size]
             width = max(len(encodings[i].ids) for i in picked)
             ids = np.zeros((len(picked), width), dtype=np.int64)
@@ -183,7 +193,17 @@ class OnnxModel:
             pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
             norms = np.linalg.norm(pooled, axis=1, keepdims=True)
             out[picked] = pooled / np.clip(norms, 1e-12, None)
+
+        for _ in self._pool.map(run, range(0, len(order), self.batch_size)):  # each fills its own rows
+            pass
         return out.tolist()
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not Linux
+        return max(1, os.cpu_count() or 1)
 
 
 _models: dict[tuple[str, int, int], OnnxModel] = {}

@@ -78,6 +78,33 @@ async def test_int8_gives_a_text_the_same_vector_in_any_batch(exported):
     assert np.abs(together - alone).max() < 1e-5
 
 
+async def test_concurrent_callers_share_the_models_cores_and_get_the_same_vectors(exported):
+    """Two files ingested at once call the model together: their runs go through one pool of one
+    run per core, each in a 1-thread session, and every text gets the vector it gets alone."""
+    import asyncio
+
+    embedder = LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported), batch_size=32)
+    alone = np.array(await embedder.embed_documents(TEXTS))
+    model = embedder.model
+    seen: set[str] = set()
+    session_run = model.session.run
+
+    def spy(*args, **kwargs):
+        seen.add(threading.current_thread().name)
+        return session_run(*args, **kwargs)
+
+    model.session.run = spy
+    try:
+        results = await asyncio.gather(*(embedder.embed_documents(TEXTS[::-1] * 3) for _ in range(4)))
+    finally:
+        del model.session.run
+    for got in results:
+        assert np.abs(np.array(got)[: len(TEXTS)][::-1] - alone).max() < 1e-5
+    assert seen and all(name.startswith("onnx-model") for name in seen)
+    assert len(seen) <= onnx_model._cores()
+    assert model.session.get_session_options().intra_op_num_threads == 1
+
+
 def test_the_runtime_is_a_setting(tmp_path):
     embedder = build_embedder(RAGSettings(embedding_runtime="onnx", embedding_onnx_dir=str(tmp_path)))
     assert embedder.inner.inner.runtime == "onnx" and embedder.model_name == "all-MiniLM-L6-v2"
