@@ -3,7 +3,7 @@ validation and health.
 
 Facts about the clients this is built on:
 - the ollama client has no timeout unless given one, so a stalled stream would hang forever: we
-  pass one in `client_kwargs` AND wait for every chunk with `asyncio.wait_for`, so a stall before
+  pass one in `client_kwargs` AND bound the wait for every chunk with `asyncio.timeout`, so a stall before
   the first token or between tokens raises LLMTimeoutError within RAG_TIMEOUT_SECONDS; cancelling
   the read closes the HTTP connection;
 - `num_predict` and `num_ctx` are set explicitly (langchain-ollama's documented defaults are stale);
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import ssl
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -55,6 +56,19 @@ TAGS_CACHE_SECONDS = 30.0
 RATE_MAX_TOKENS = 32
 # Concurrent connections to Ollama per process (one per streaming answer): far above httpx's 100.
 OLLAMA_MAX_CONNECTIONS = 1000
+# Streams per lane (one ChatOllama, so one httpx connection pool). httpcore scans every connection
+# of its pool, with a socket check each, whenever a request starts or ends: one pool carrying a
+# burst of 200 streams spent about 2.5 s of the event loop in that scan alone (py-spy, bench
+# 200-question burst). Lanes of 16 keep each scan short; a lane is made only when all are full.
+LANE_STREAMS = 16
+
+
+@dataclass
+class _Lane:
+    """One ChatOllama (its own connection pool) and how many streams use it now."""
+
+    model: Any
+    streams: int = 0
 
 
 @dataclass(frozen=True)
@@ -194,11 +208,12 @@ class OllamaLLM:
         self.retry_policy = RetryPolicy.from_settings(settings)
         self.tags_cache_seconds = tags_cache_seconds
         self._tags_cache: tuple[float, tuple[str, ...]] | None = None
-        # ChatOllama builds two httpx clients (~40 ms); keep them, per event loop because pooled
-        # connections belong to the loop that opened them.
-        self._chat_models: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], Any]] = (
+        # ChatOllama builds two httpx clients; keep them, per event loop because pooled connections
+        # belong to the loop that opened them, in lanes of at most LANE_STREAMS streams each.
+        self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], list[_Lane]]] = (
             weakref.WeakKeyDictionary()
         )
+        self._ssl_context: ssl.SSLContext | None = None  # one for every lane: loading CA certificates is slow
 
     # ---- token counting -------------------------------------------------------------------
     def token_counter(self, model: str | None = None) -> TokenCounter:
@@ -215,12 +230,19 @@ class OllamaLLM:
         num_predict = min(self.settings.rag_max_response_tokens, limits["max_response"])
         return limits["context_window"], num_predict
 
+    def _lane(self, model: str, num_predict: int) -> _Lane:
+        """The first lane of this loop with room for one more stream (a new one if all are full)."""
+        lanes = self._lanes.setdefault(asyncio.get_running_loop(), {}).setdefault((model, num_predict), [])
+        for lane in lanes:
+            if lane.streams < LANE_STREAMS:
+                return lane
+        lane = _Lane(model=self._chat_model(model, num_predict))
+        lanes.append(lane)
+        return lane
+
     def _chat_model(self, model: str, num_predict: int) -> Any:
-        loop = asyncio.get_running_loop()
-        per_loop = self._chat_models.setdefault(loop, {})
-        cached = per_loop.get((model, num_predict))
-        if cached is not None:
-            return cached
+        if self._ssl_context is None:
+            self._ssl_context = httpx.create_ssl_context()
         timeout = self.settings.rag_timeout_seconds
         num_ctx, _ = self.limits(model)
         chat = ChatOllama(
@@ -234,14 +256,14 @@ class OllamaLLM:
             # Backstop for the per-chunk wait below (which fires first, just under this).
             client_kwargs={
                 "timeout": httpx.Timeout(timeout + 5.0, connect=min(timeout, 5.0)),
-                # httpx allows 100 connections per client by default and this client is shared by
-                # every answer of the process: the 101st concurrent stream waited for a free
-                # connection (up to the timeout) before its request was even sent. Ollama queues
-                # requests itself (OLLAMA_NUM_PARALLEL); the number of turns bounds ours.
+                # httpx allows 100 connections per client by default: the 101st concurrent stream
+                # of a client waited for a free connection (up to the timeout) before its request
+                # was even sent. Lanes spread streams, this keeps a miscount from ever queueing
+                # one. Ollama queues requests itself (OLLAMA_NUM_PARALLEL).
                 "limits": httpx.Limits(max_connections=OLLAMA_MAX_CONNECTIONS, max_keepalive_connections=100),
+                "verify": self._ssl_context,
             },
         )
-        per_loop[(model, num_predict)] = chat
         return chat
 
     async def stream(
@@ -256,42 +278,46 @@ class OllamaLLM:
         _, num_predict = self.limits(model)
         if max_tokens is not None:
             num_predict = min(num_predict, max_tokens)
-        chat = self._chat_model(model, num_predict)
+        chat = self._lane(model, num_predict)
         lc_messages = _to_langchain(messages)
         prompt_chars = sum(len(m.content) for m in messages)
         timeout = self.settings.rag_timeout_seconds
         deadline = time.monotonic() + timeout
 
         async def open_stream() -> tuple[Any, Any]:
-            agen = chat.astream(lc_messages)
+            agen = chat.model.astream(lc_messages)
             try:
                 return agen, await self._first_chunk(agen, deadline)
             except BaseException:
                 await _aclose(agen)
                 raise
 
+        chat.streams += 1
         try:
-            agen, chunk = await retry_async(
-                open_stream,
-                policy=self.retry_policy,
-                deadline=deadline,
-                is_transient=is_transient_error,
-                what=f"ollama chat {model}",
-            )
-        except Exception as e:
-            raise _map_error(e, model=model, base_url=self.base_url) from e
+            try:
+                agen, chunk = await retry_async(
+                    open_stream,
+                    policy=self.retry_policy,
+                    deadline=deadline,
+                    is_transient=is_transient_error,
+                    what=f"ollama chat {model}",
+                )
+            except Exception as e:
+                raise _map_error(e, model=model, base_url=self.base_url) from e
 
-        try:
-            while chunk is not None:
-                self._note_usage(chunk, model=model, prompt_chars=prompt_chars, on_usage=on_usage)
-                if chunk.content:
-                    yield chunk.content
-                try:
-                    chunk = await _pull(agen, timeout, limit=timeout)
-                except Exception as e:
-                    raise _map_error(e, model=model, base_url=self.base_url) from e
+            try:
+                while chunk is not None:
+                    self._note_usage(chunk, model=model, prompt_chars=prompt_chars, on_usage=on_usage)
+                    if chunk.content:
+                        yield chunk.content
+                    try:
+                        chunk = await _pull(agen, timeout, limit=timeout)
+                    except Exception as e:
+                        raise _map_error(e, model=model, base_url=self.base_url) from e
+            finally:
+                await _aclose(agen)
         finally:
-            await _aclose(agen)
+            chat.streams -= 1
 
     async def _first_chunk(self, agen: Any, deadline: float) -> Any:
         """The first chunk with text (or the final one), all within the first-token deadline."""
@@ -450,7 +476,9 @@ async def _pull(agen: Any, timeout: float, *, limit: float) -> Any:
     """Next chunk, or None at the end. Waiting longer than `timeout` cancels the read (which
     closes the HTTP connection) and raises LLMTimeoutError (`limit` is the configured value)."""
     try:
-        return await asyncio.wait_for(agen.__anext__(), timeout=max(timeout, 0.0))
+        # A timeout scope, not wait_for: wait_for wraps every chunk's read in a task of its own.
+        async with asyncio.timeout(max(timeout, 0.0)):
+            return await agen.__anext__()
     except StopAsyncIteration:
         return None
     except TimeoutError as e:

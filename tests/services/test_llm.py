@@ -19,7 +19,7 @@ from ragchat.services.errors import (
     ModelNotAllowedError,
     ModelUnavailableError,
 )
-from ragchat.services.llm import OllamaLLM, Usage, model_present, parse_rating
+from ragchat.services.llm import LANE_STREAMS, OllamaLLM, Usage, model_present, parse_rating
 from ragchat.services.tokens import Calibration
 from ragchat.services.types import ChatMessage
 
@@ -317,6 +317,47 @@ async def test_concurrent_streams_are_independent(fake_ollama: FakeOllama, llm: 
     results = await asyncio.gather(*(collect(llm, on_usage=usages.append) for _ in range(5)))
     assert all("".join(r) == "same answer for all" for r in results)
     assert len(usages) == 5
+
+
+def _lane_streams(llm: OllamaLLM) -> list[int]:
+    lanes = llm._lanes[asyncio.get_running_loop()][("llama3.2", llm.limits("llama3.2")[1])]
+    return [lane.streams for lane in lanes]
+
+
+async def test_a_burst_of_streams_is_spread_over_lanes_of_bounded_size(fake_ollama: FakeOllama, llm: OllamaLLM) -> None:
+    """A burst rides several connection pools of at most LANE_STREAMS streams (one pool for all
+    cost the event loop seconds), every stream gets its whole answer, and the lanes are reused."""
+    fake_ollama.reply("one two three four five")
+    fake_ollama.token_delay(0.05)
+    peak: list[list[int]] = []
+
+    async def one() -> str:
+        pieces = []
+        async for piece in llm.stream(messages=QUESTION, model="llama3.2"):
+            pieces.append(piece)
+            peak.append(_lane_streams(llm))
+        return "".join(pieces)
+
+    burst = 2 * LANE_STREAMS + 5
+    results = await asyncio.gather(*(one() for _ in range(burst)))
+    assert results == ["one two three four five"] * burst
+    assert max(len(p) for p in peak) == 3
+    assert max(max(p) for p in peak) == LANE_STREAMS
+    assert max(sum(p) for p in peak) == burst  # all at once: none waited for another to end
+    assert _lane_streams(llm) == [0, 0, 0]
+    fake_ollama.token_delay(0.0)
+    assert "".join(await collect(llm)) == "one two three four five"
+    assert len(_lane_streams(llm)) == 3  # no new lane for a later stream
+
+
+async def test_a_stream_closed_early_frees_its_place_in_the_lane(fake_ollama: FakeOllama, llm: OllamaLLM) -> None:
+    fake_ollama.reply("one two three")
+    fake_ollama.token_delay(0.2)
+    stream = llm.stream(messages=QUESTION, model="llama3.2")
+    assert await stream.__anext__() == "one"
+    assert _lane_streams(llm) == [1]
+    await stream.aclose()
+    assert _lane_streams(llm) == [0]
 
 
 async def test_consumer_leaving_early_closes_the_connection(
