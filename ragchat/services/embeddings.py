@@ -230,8 +230,6 @@ class OllamaEmbedder:
         retry_max_delay: float = 10.0,
         dimension: int = 0,
     ) -> None:
-        from langchain_ollama import OllamaEmbeddings
-
         self.model_name = model
         self.dimension = dimension  # 0 until discovered from the first embedding
         self.batch_size = batch_size
@@ -239,11 +237,26 @@ class OllamaEmbedder:
         kwargs: dict[str, Any] = dict(model=model, base_url=base_url, client_kwargs={"timeout": timeout})
         if keep_alive is not None:
             kwargs["keep_alive"] = keep_alive_seconds(keep_alive)
-        self._client = OllamaEmbeddings(**kwargs)
+        self._kwargs = kwargs
+        # Its async httpx client pools connections that belong to the event loop that opened them: a
+        # command that runs each file on a loop of its own (async_to_sync) found the second file's
+        # embedding failing with "Event loop is closed". So one client per loop, as OllamaLLM does.
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
         self._uses_prefixes = model.split(":")[0].endswith("nomic-embed-text")
 
     def _prefixed(self, text: str, prefix: str) -> str:
         return prefix + text if self._uses_prefixes else text
+
+    @property
+    def _client(self) -> Any:
+        """This event loop's OllamaEmbeddings."""
+        from langchain_ollama import OllamaEmbeddings
+
+        loop = asyncio.get_running_loop()
+        client = self._clients.get(loop)
+        if client is None:
+            client = self._clients[loop] = OllamaEmbeddings(**self._kwargs)
+        return client
 
     async def _with_retry(self, call: Callable[[], Awaitable[T]]) -> T:
         try:

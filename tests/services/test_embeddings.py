@@ -156,6 +156,16 @@ async def test_ollama_embedder_prefixes_batches_and_discovers_dimension(fake_oll
     assert len(query) == 768
 
 
+def test_ollama_embedder_works_on_one_event_loop_after_another(fake_ollama):
+    """Commands (ingest_folder, sync_folder) run each file on an event loop of their own: the
+    second file's embedding failed with "Event loop is closed" while one client served every loop."""
+    embedder = OllamaEmbedder(model="nomic-embed-text", base_url=fake_ollama.url)
+    first = asyncio.run(embedder.embed_documents(["first file"]))
+    second = asyncio.run(embedder.embed_documents(["second file"]))
+    query = asyncio.run(embedder.embed_query("a question"))
+    assert len(first[0]) == len(second[0]) == len(query) == 768
+
+
 async def test_ollama_embedder_without_prefix_for_other_models(fake_ollama):
     fake_ollama.models(["all-minilm", "nomic-embed-text"])
     fake_ollama.embedding_dimension(384, model="all-minilm")
