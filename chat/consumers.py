@@ -43,6 +43,15 @@ def note_html(text: str = "", *, kind: str = "error", outcome: str = "", transie
     return render_partial("chat/_note.html", {"text": text, "kind": kind, "outcome": outcome, "transient": transient})
 
 
+def _ask(*, user, session_id, question: str) -> tuple[ChatSession, Message] | None:
+    """The asker's session (None once deleted) and their stored question, in one trip to the
+    database thread: in a burst every trip waits behind every other question's."""
+    session = selectors.session_for_user(user=user, session_id=session_id)
+    if session is None:
+        return None
+    return session, services.message_create_user(session=session, content=question)
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     session_id: str
     group: str
@@ -118,13 +127,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if data.get("edit"):
             await self._edit(str(data["edit"]), question.strip())
             return
-        session = await database_sync_to_async(selectors.session_for_user)(user=self.user, session_id=self.session_id)
-        if session is None:  # deleted meanwhile
+        asked = await database_sync_to_async(_ask)(
+            user=self.user, session_id=self.session_id, question=question.strip()
+        )
+        if asked is None:  # deleted meanwhile
             await self.close()
             return
-        user_message = await database_sync_to_async(services.message_create_user)(
-            session=session, content=question.strip()
-        )
+        session, user_message = asked
         await self.send(text_data=note_html(outcome="accepted"))
         await self._start(user_message, title=session.title)
 

@@ -445,13 +445,8 @@ async def turn_start(
         turn.listeners.append(listener)
     _turns[key] = turn
     try:
-        draft = await database_sync_to_async(services.message_create_draft)(
-            session_id=session_id, reply_to=user_message
-        )
+        draft, user_html = await database_sync_to_async(_create_draft)(session_id, user_message)
         turn.message_id = draft.pk
-        # The question as an upsert: appended when new, replaced in place when the page shows it
-        # already (a retry, a chat begun from the landing page).
-        user_html = await database_sync_to_async(presenters.message_html)(user_message, oob=True)
         frame = render_partial(
             "chat/_turn_start.html",
             {"user_html": user_html, "turn": turn, "body": _draft_body(turn), "title": title, "session_id": session_id},
@@ -462,6 +457,27 @@ async def turn_start(
         raise
     turn.task = asyncio.create_task(_run(turn, user=user, user_message=user_message), name=f"chat-turn-{key}")
     return turn
+
+
+def _create_draft(session_id, user_message: Message) -> tuple[Message, str]:
+    """The answer's draft, and the question's HTML as an upsert: appended when new, replaced in place
+    when the page shows it already (a retry, a chat begun from the landing page). One trip to the
+    database thread: in a burst every trip waits behind every other question's."""
+    draft = services.message_create_draft(session_id=session_id, reply_to=user_message)
+    return draft, presenters.message_html(user_message, oob=True)
+
+
+def _turn_inputs(user, session_id: str, user_message: Message) -> tuple[list[str], list[Any], list[Any]]:
+    """What the core is told about the asker and the conversation, read in one trip: the tags they
+    may read, their glossary, the history before the question."""
+    from access.policy import readable_tag_slugs
+    from documents.selectors import glossary_entries_for
+
+    return (
+        readable_tag_slugs(user=user),
+        glossary_entries_for(user=user),
+        selectors.session_history(session_id=session_id, before=user_message),
+    )
 
 
 async def _run(turn: Turn, *, user, user_message: Message) -> None:
@@ -475,13 +491,8 @@ async def _run(turn: Turn, *, user, user_message: Message) -> None:
 
 
 async def _answer(turn: Turn, *, user, user_message: Message) -> None:
-    from access.policy import readable_tag_slugs
-    from documents.selectors import glossary_entries_for
-
     rag = runtime.rag_service()
-    tags = await database_sync_to_async(readable_tag_slugs)(user=user)
-    glossary = await database_sync_to_async(glossary_entries_for)(user=user)
-    history = await database_sync_to_async(selectors.session_history)(session_id=turn.session_id, before=user_message)
+    tags, glossary, history = await database_sync_to_async(_turn_inputs)(user, turn.session_id, user_message)
     retrieval_query, strategy = build_retrieval_query(query=turn.question, history=history)
     request = RAGRequest(
         query=turn.question,
@@ -555,8 +566,7 @@ def _final_fields(response: RAGResponse) -> dict[str, Any]:
 
 
 async def _complete(turn: Turn, response: RAGResponse) -> None:
-    message = await database_sync_to_async(_store)(turn.message_id, _final_fields(response))
-    await _publish_final(turn, message)
+    await _publish_final(turn, *await database_sync_to_async(_store)(turn.message_id, _final_fields(response)))
 
 
 async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseException | None) -> None:
@@ -584,17 +594,16 @@ async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseExcepti
         "timings": {"total": round((time.perf_counter() - turn.started) * 1000, 1)},
         "request_id": request.request_id or "",
     }
-    message = await database_sync_to_async(_store)(turn.message_id, fields)
-    await _publish_final(turn, message)
+    await _publish_final(turn, *await database_sync_to_async(_store)(turn.message_id, fields))
 
 
-def _store(message_id: int, fields: dict[str, Any]) -> Message:
-    message = Message.objects.get(pk=message_id)
-    return services.message_finish(message=message, fields=fields)
+def _store(message_id: int, fields: dict[str, Any]) -> tuple[Message, str]:
+    """Store the end of the turn and render it, in one trip to the database thread."""
+    message = services.message_finish(message=Message.objects.get(pk=message_id), fields=fields)
+    return message, presenters.message_html(message, oob=True)
 
 
-async def _publish_final(turn: Turn, message: Message) -> None:
-    html = await database_sync_to_async(presenters.message_html)(message, oob=True)
+async def _publish_final(turn: Turn, message: Message, html: str) -> None:
     await group_send_html(turn.session_id, html)
     await database_sync_to_async(_signal_completed)(message)
     _notify(turn, TurnEvent("final", message=message))
