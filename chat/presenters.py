@@ -192,16 +192,25 @@ def message_html(
     versions: tuple[int, int] | None | bool = True,
     routed: dict[str, Any] | None | bool = True,
     feedback: AnswerFeedback | None | bool = True,
+    csrf_token: str = "",
 ) -> str:
     """One message's article. `versions`: (number, count) of a regenerated answer among its
     question's answers (older ones render hidden, with a switcher); `routed`: what became of it if
     it was sent to a person. True looks either up (a page of messages passes them in, looked up
-    once for all)."""
+    once for all).
+
+    `csrf_token`: the page's token (chat.views passes get_token(request)), so the vote and "Ask the
+    owner" forms post without script. A websocket frame passes none: it is rendered once and sent
+    to every tab of the session, which may be other browsers with other CSRF cookies; those tabs
+    run script, and htmx sends their page's token as a header (_base.html, hx-headers), which
+    Django reads when the form's own field is empty."""
     if versions is True:
         versions = selectors.answer_versions_of(message)
     if routed is True:
         routed = route_statuses([message]).get(message.pk)
     ctx = {**message_context(message), "oob": oob}
+    if csrf_token:
+        ctx["csrf_token"] = csrf_token  # what {% csrf_token %} reads (a RequestContext sets it on a page)
     if feedback_votable(message) and feedback_url(message):
         if feedback is True:
             feedback = feedback_of([message]).get(message.pk)

@@ -4,6 +4,7 @@ Every view looks sessions up through their owner: another user's session is a 40
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
@@ -71,6 +72,7 @@ def session_detail(request, session_id):
     versions = selectors.answer_versions(messages)
     routed = presenters.route_statuses(messages)
     feedback = presenters.feedback_of(messages)
+    csrf_token = get_token(request)  # the answers' forms post without script too
     return render(
         request,
         "chat/session.html",
@@ -79,7 +81,11 @@ def session_detail(request, session_id):
             **_sidebar(request),
             "message_html": [
                 presenters.message_html(
-                    m, versions=versions.get(m.pk), routed=routed.get(m.pk), feedback=feedback.get(m.pk)
+                    m,
+                    versions=versions.get(m.pk),
+                    routed=routed.get(m.pk),
+                    feedback=feedback.get(m.pk),
+                    csrf_token=csrf_token,
                 )
                 for m in messages
             ],

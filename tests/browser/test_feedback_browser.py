@@ -150,3 +150,30 @@ def test_mark_source_outdated_warns_on_the_citation(server, browser, fake_ollama
     assert "Outdated" in employee.inner_text("#doc-5b2d7c1e-3a4f-4b6c-8d9e-0f1a2b3c4d5e")
     owner_ctx.close()
     employee_ctx.close()
+
+
+def test_vote_without_script_and_ask_the_owner_with_it(server, browser, fake_ollama):
+    """The answer's forms post in a browser without script (the page's CSRF token is in them) and,
+    on an answer the websocket rendered (no token in the form), through htmx's header."""
+    employee_ctx, employee = _sign_in(browser, server, "erin")
+    _ask_cited(employee, fake_ollama, "Where do I pick up the garage permit?")
+    chat_url = employee.url
+
+    no_script = browser.new_context(java_script_enabled=False)
+    page = no_script.new_page()
+    page.goto(server + "/accounts/login/")
+    page.fill("input[name=username]", "erin")
+    page.fill("input[name=password]", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(chat_url)
+    page.locator("article.msg-assistant").last.locator("button.fb-up").click()
+    page.wait_for_selector("article.msg-assistant .feedback[data-vote='1']")
+    assert "Thanks for the feedback." in page.inner_text("article.msg-assistant .feedback")
+    no_script.close()
+
+    answer = employee.locator("article.msg-assistant").last
+    answer.locator("button.btn-ask").click()
+    # Sent through htmx (no page load); the answer re-renders live as sent to a person.
+    employee.wait_for_selector("article.msg-assistant .route-notice:has-text('You asked Olivia Owens')")
+    assert employee.url == chat_url and answer.locator("button.btn-ask").count() == 0
+    employee_ctx.close()

@@ -7,15 +7,19 @@ References: requirement IDs (R-…): docs/requirements.md.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from asgiref.sync import sync_to_async
+from django.test import Client
 from django.urls import reverse
 
-from chat.models import AnswerFeedback, Message
+from chat.models import AnswerFeedback, ChatSession, Message
 from documents.models import Document
 from routing.figures import tag_figures
 from routing.models import RoutedQuestion
 from routing.services import question_answer
+from tests.chat.conftest import open_tab
 from tests.routing.conftest import (
     LAPTOP_DOC,
     LAPTOP_Q,
@@ -153,6 +157,57 @@ async def test_changing_and_undoing_a_down_vote(asker, owner, corpus, fake_ollam
     response = await post(asker, vote_url(answer), {"vote": "7"})
     assert response.status_code == 400 and "Choose helpful or not helpful." in response.content.decode()
     assert await AnswerFeedback.objects.filter(message=answer).acount() == 0
+
+
+def form_token(page: str, action: str) -> str:
+    """The CSRF token inside the page's form that posts to `action` ("" if the form has none)."""
+    form = re.search(rf'<form[^>]*\saction="{re.escape(action)}"[^>]*>(.*?)</form>', page, re.DOTALL)
+    assert form is not None, action
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]*)"', form.group(1))
+    return token.group(1) if token else ""
+
+
+async def test_vote_and_ask_the_owner_forms_post_without_script(asker, owner, corpus, fake_ollama):
+    """A browser without script: no htmx header, only what the page's forms hold."""
+    high_confidence(fake_ollama)
+    session = await ChatSession.objects.acreate(owner=asker)
+    tab = await open_tab(asker, session.pk)
+    assert await tab.connect()
+    await tab.ask(PARKING_Q)
+    frame = await tab.until_final()
+    await tab.close()
+    answer = await Message.objects.aget(session=session, role="assistant")
+    # The websocket frame goes to every tab of the chat (perhaps other browsers, with other CSRF
+    # cookies): it carries no token; those tabs have script, and htmx sends their page's header.
+    assert f'id="fb-{answer.pk}"' in frame and not re.search(r'name="csrfmiddlewaretoken" value="[^"]', frame)
+
+    browser = Client(enforce_csrf_checks=True)
+    await sync_to_async(browser.force_login)(asker)
+    page_url = reverse("chat:session", args=[session.pk])
+    page = (await sync_to_async(browser.get)(page_url)).content.decode()
+    escalate_url = reverse("routing:escalate", args=[answer.pk])
+    vote_token, ask_token = form_token(page, vote_url(answer)), form_token(page, escalate_url)
+    assert vote_token and ask_token
+
+    # Without the token: refused, nothing recorded.
+    refused = await sync_to_async(browser.post)(vote_url(answer), {"vote": "1"})
+    assert refused.status_code == 403
+    assert (await sync_to_async(browser.post)(escalate_url)).status_code == 403
+    assert await AnswerFeedback.objects.acount() == 0 and not await RoutedQuestion.objects.aexists()
+
+    # With the page's token: a down vote, back to the answer, whose reason form posts the same way.
+    voted = await sync_to_async(browser.post)(vote_url(answer), {"vote": "-1", "csrfmiddlewaretoken": vote_token})
+    assert voted.status_code == 302 and voted.headers["Location"] == f"{page_url}#m{answer.pk}"
+    page = (await sync_to_async(browser.get)(page_url)).content.decode()
+    assert "What was wrong with this answer?" in page
+    reason = {"vote": "-1", "reason": "outdated", "csrfmiddlewaretoken": form_token(page, vote_url(answer))}
+    assert (await sync_to_async(browser.post)(vote_url(answer), reason)).status_code == 302
+    [item] = await items()
+    assert item.feedback.vote == -1 and item.feedback.reason == "outdated"
+
+    asked = await sync_to_async(browser.post)(escalate_url, {"csrfmiddlewaretoken": ask_token})
+    assert asked.status_code == 302 and asked.headers["Location"] == page_url
+    assert await RoutedQuestion.objects.filter(origin="manual", message=answer, target=owner).aexists()
 
 
 async def test_only_the_asker_votes_and_only_on_finished_answers(
