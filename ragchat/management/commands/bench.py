@@ -85,6 +85,14 @@ class Command(BaseCommand):
         )
         parser.add_argument("--redis", default="redis://127.0.0.1:6379/0", help="Redis of --scale")
         parser.add_argument(
+            "--chat-chunks",
+            type=int,
+            default=None,
+            metavar="N",
+            help="chunks in the websocket server's store (default 10000, 2000 with --quick); 100000 gives"
+            " the server's memory at that size",
+        )
+        parser.add_argument(
             "--chat-embedder",
             choices=["local", "hashing"],
             default=None,
@@ -99,6 +107,7 @@ class Command(BaseCommand):
         skip,
         chat_embedder,
         token_interval_ms,
+        chat_chunks=None,
         answer="markdown",
         tokens=None,
         streams=None,
@@ -127,6 +136,7 @@ class Command(BaseCommand):
                     quick=quick,
                     skip=set(skip),
                     chat_embedder=chat_embedder,
+                    chat_chunks=chat_chunks,
                     token_interval_ms=token_interval_ms,
                     answer=answer,
                     tokens=tokens,
@@ -168,6 +178,7 @@ class Command(BaseCommand):
         quick: bool,
         skip: set[str],
         chat_embedder: str | None,
+        chat_chunks: int | None = None,
         token_interval_ms: float = 20.0,
         answer: str = "markdown",
         tokens: int | None = None,
@@ -220,7 +231,7 @@ class Command(BaseCommand):
                 )
         if "chat" not in skip:
             report["chat"] = await chat_bench(
-                chunks=2_000 if quick else 10_000,
+                chunks=chat_chunks or (2_000 if quick else 10_000),
                 ttft_samples=10 if quick else 40,
                 concurrency=streams or ([10, 50] if quick else [50, 200]),
                 tokens=tokens or (20 if quick else 50),
