@@ -35,7 +35,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ragchat.bench.common import start_fake_llm
+from ragchat.bench.common import create_scratch_database, drop_database, postgres_url, start_fake_llm
 from ragchat.evaluation.runner import EMBEDDERS
 
 REPO = Path(__file__).resolve().parents[2]
@@ -105,7 +105,7 @@ class Cluster:
         return f"http://127.0.0.1:{self.port}"
 
     def database_url(self, name: str) -> str:
-        return self.postgres.rsplit("/", 1)[0] + "/" + name
+        return postgres_url(self.postgres, name)
 
     def env(self, ollama_url: str, *, role: str) -> dict[str, str]:
         env = dict(os.environ)
@@ -149,7 +149,7 @@ class Cluster:
                 "store the holder holds (ragchat/processes.py)"
             )
         self.secret = secrets.token_urlsafe(40)
-        self._create_database()
+        self.database = create_scratch_database(self.postgres, "ragchat_cluster", connect_timeout=5)
         self.fake, self.ollama_url = start_fake_llm(self.dir / "fake.log")
         (self.dir / "data").mkdir(parents=True, exist_ok=True)
         self.say(f"scratch database {self.database}: migrating, {self.chunks} chunks, {self.sessions} chat sessions")
@@ -251,24 +251,15 @@ class Cluster:
                 self.fake.wait(timeout=10)
             except Exception:
                 self.fake.kill()
-        self._drop_database()
+        if self.database:
+            drop_database(self.postgres, self.database, connect_timeout=5)
+            self.database = ""
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def _admin(self):
         import psycopg
 
         return psycopg.connect(self.postgres, autocommit=True, connect_timeout=5)
-
-    def _create_database(self) -> None:
-        self.database = f"ragchat_cluster_{uuid.uuid4().hex[:10]}"
-        with self._admin() as admin:
-            admin.execute(f'CREATE DATABASE "{self.database}"')
-
-    def _drop_database(self) -> None:
-        if self.database:
-            with self._admin() as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
-            self.database = ""
 
     def database_writes(self) -> dict[str, int]:
         """The scratch database's committed transactions and rows written so far (pg_stat_database;

@@ -1,11 +1,13 @@
-"""Shared pieces of the benchmarks: synthetic chunks, percentiles, memory."""
+"""Shared pieces of the benchmarks: synthetic chunks, percentiles, memory, a scratch PostgreSQL database."""
 
 from __future__ import annotations
 
+import os
 import random
 import resource
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from ragchat.services.types import ChunkRecord
@@ -77,7 +79,6 @@ def run_bench_module(module: str, *args: str, timeout: float) -> dict:
     """`python -m module args...` in a fresh process (its memory its own); the JSON object on its
     last line. RuntimeError with the last line of its stderr when it fails."""
     import json
-    import os
     import subprocess
     import sys
 
@@ -98,7 +99,6 @@ def run_bench_module(module: str, *args: str, timeout: float) -> dict:
 def start_fake_llm(log: Path):
     """The fake Ollama (`ragchat.bench.fake_llm`) in a process of its own: (process, its URL). The
     process reads its commands on stdin; RuntimeError when it does not start."""
-    import os
     import subprocess
     import sys
 
@@ -116,6 +116,51 @@ def start_fake_llm(log: Path):
     if not line.startswith("URL "):
         raise RuntimeError(f"fake Ollama did not start: {line!r}")
     return process, line.split(" ", 1)[1]
+
+
+def postgres_url(url: str, database: str) -> str:
+    """`url` (postgres://user@host:port/name) with `database` in place of its database: the same server."""
+    return url.rsplit("/", 1)[0] + "/" + database
+
+
+class PostgresUnreachable(RuntimeError):
+    """The PostgreSQL server did not take the connection (the message is psycopg's)."""
+
+
+def create_scratch_database(admin_url: str, prefix: str, *, connect_timeout: float = 3) -> str:
+    """CREATE a database of a name no other run uses (`{prefix}_{pid}_{6 hex digits}`) on the server
+    of `admin_url` (a database there to connect to, not the new one); its name. PostgresUnreachable
+    when the server does not take the connection."""
+    import psycopg
+
+    try:
+        admin = psycopg.connect(admin_url, autocommit=True, connect_timeout=connect_timeout)
+    except Exception as e:
+        raise PostgresUnreachable(str(e)) from e
+    name = f"{prefix}_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    with admin:
+        admin.execute(f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(admin_url: str, name: str, *, connect_timeout: float = 3) -> None:
+    """DROP the database `name` of the server of `admin_url`, WITH (FORCE): the connections still
+    open to it (a server, a worker, a killed process's) are terminated first."""
+    import psycopg
+
+    with psycopg.connect(admin_url, autocommit=True, connect_timeout=connect_timeout) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextmanager
+def scratch_database(admin_url: str, prefix: str, *, connect_timeout: float = 3) -> Iterator[str]:
+    """A scratch PostgreSQL database (create_scratch_database) for the block: its URL; dropped at
+    the end (drop_database), whatever the block raised."""
+    name = create_scratch_database(admin_url, prefix, connect_timeout=connect_timeout)
+    try:
+        yield postgres_url(admin_url, name)
+    finally:
+        drop_database(admin_url, name, connect_timeout=connect_timeout)
 
 
 def pct(values: Sequence[float], q: float) -> float:
@@ -144,8 +189,6 @@ def process_peak_rss_mb(pid: int) -> float | None:
 
 def process_cpu_seconds(pid: int) -> float | None:
     """Another process's user + system CPU time so far (from /proc/<pid>/stat), in seconds."""
-    import os
-
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

@@ -8,7 +8,9 @@ Chromium through Playwright.
   the server runs: the embedded Qdrant can be opened by one process only — upload through the app.
 - `live_server_url` (session): the base URL.
 - `chromium` (session): the Playwright browser; `browser_page` (function): a fresh context + page.
-- `sign_in(page, base_url, username, password)`: log in through the login form.
+- `sign_in(page, base_url, username, password)`: log in through the login form;
+  `signed_in(browser, base_url, username, password, width=, height=)`: a fresh context of that
+  viewport and a page in it, signed in: (context, page).
 """
 
 from __future__ import annotations
@@ -216,3 +218,11 @@ def sign_in(page, base_url: str, username: str, password: str) -> None:
     page.fill("input[name=password]", password)
     page.click("button[type=submit]")
     page.wait_for_url(base_url + "/")
+
+
+def signed_in(browser, base_url: str, username: str, password: str, *, width: int = 1280, height: int = 900):
+    """A fresh context of a `width` x `height` viewport, a page in it signed in as `username`: (context, page)."""
+    context = browser.new_context(viewport={"width": width, "height": height})
+    page = context.new_page()
+    sign_in(page, base_url, username, password)
+    return context, page

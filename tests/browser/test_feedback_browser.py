@@ -7,17 +7,13 @@ embedded Qdrant); the fake Ollama server is the model. Screenshots go to test-ar
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
-from tests.browser.conftest import seeded_server
-from tests.browser.test_routing_browser import PASSWORD, SETUP, _sign_in
+from tests.browser.conftest import ARTIFACTS, sign_in
+from tests.browser.test_routing_browser import PASSWORD, _sign_in, facilities_server
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 QUESTION = "How do I get a yearly parking permit for the garage?"
 COMMENT = "The desk moved to reception in October."
 CORRECTION = "Since October, yearly garage permits are issued at reception, not the facilities desk."
@@ -25,20 +21,7 @@ CORRECTION = "Since October, yearly garage permits are issued at reception, not 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = seeded_server(
-        tmp_path_factory,
-        ollama_server,
-        name="feedback-browser",
-        setup=SETUP % {"pw": PASSWORD},
-        extra_env={"EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend"},
-    )
-    yield server.url
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser(chromium):
-    return chromium
+    yield from facilities_server(tmp_path_factory, ollama_server, name="feedback-browser")
 
 
 def _ask_cited(page, fake, question: str):
@@ -49,9 +32,9 @@ def _ask_cited(page, fake, question: str):
     return page.wait_for_selector("article.msg-assistant.status-complete .feedback", timeout=20_000)
 
 
-def test_down_vote_review_and_correction(server, browser, fake_ollama):
+def test_down_vote_review_and_correction(server, chromium, fake_ollama):
     ARTIFACTS.mkdir(exist_ok=True)
-    employee_ctx, employee = _sign_in(browser, server, "erin")
+    employee_ctx, employee = _sign_in(chromium, server, "erin")
     _ask_cited(employee, fake_ollama, QUESTION)
     answer = employee.locator("article.msg-assistant").last
     up, down = answer.locator("button.fb-up"), answer.locator("button.fb-down")
@@ -77,7 +60,7 @@ def test_down_vote_review_and_correction(server, browser, fake_ollama):
     employee.wait_for_selector("article.msg-assistant .feedback[data-vote='-1']")
     assert "Sent for review: outdated" in employee.inner_text("article.msg-assistant .feedback")
     employee.screenshot(path=str(ARTIFACTS / "feedback-chat-voted.png"), full_page=True)
-    phone_ctx, phone = _sign_in(browser, server, "erin", width=390, height=844)
+    phone_ctx, phone = _sign_in(chromium, server, "erin", width=390, height=844)
     phone.goto(chat_url)
     phone.click("article.msg-assistant .fb-reason summary")
     phone.wait_for_selector("article.msg-assistant .fb-form")
@@ -86,7 +69,7 @@ def test_down_vote_review_and_correction(server, browser, fake_ollama):
     phone_ctx.close()
 
     # The owner finds it in the inbox as a review item and opens it.
-    owner_ctx, owner = _sign_in(browser, server, "olivia")
+    owner_ctx, owner = _sign_in(chromium, server, "olivia")
     owner.goto(server + "/routing/inbox/")
     row = owner.wait_for_selector(f".inbox-row:has-text('{QUESTION}')")
     assert "Down-voted: outdated" in row.inner_text()
@@ -97,7 +80,7 @@ def test_down_vote_review_and_correction(server, browser, fake_ollama):
     assert "Parking and Garage" in text and "Mark a source outdated" in text
     owner.screenshot(path=str(ARTIFACTS / "feedback-review-item.png"), full_page=True)
     review_url = owner.url
-    owner_phone_ctx, owner_phone = _sign_in(browser, server, "olivia", width=390, height=844)
+    owner_phone_ctx, owner_phone = _sign_in(chromium, server, "olivia", width=390, height=844)
     owner_phone.goto(review_url)
     owner_phone.screenshot(path=str(ARTIFACTS / "feedback-review-item-phone.png"), full_page=True)
     owner_phone_ctx.close()
@@ -118,8 +101,8 @@ def test_down_vote_review_and_correction(server, browser, fake_ollama):
     employee_ctx.close()
 
 
-def test_mark_source_outdated_warns_on_the_citation(server, browser, fake_ollama):
-    employee_ctx, employee = _sign_in(browser, server, "erin")
+def test_mark_source_outdated_warns_on_the_citation(server, chromium, fake_ollama):
+    employee_ctx, employee = _sign_in(chromium, server, "erin")
     _ask_cited(employee, fake_ollama, "Is the garage open on public holidays?")
     answer = employee.locator("article.msg-assistant").last
     answer.locator("button.fb-down").click()
@@ -128,7 +111,7 @@ def test_mark_source_outdated_warns_on_the_citation(server, browser, fake_ollama
     employee.wait_for_selector("article.msg-assistant .fb-thanks:has-text('Sent for review: wrong')")
     assert answer.locator(".cite-outdated").count() == 0
 
-    owner_ctx, owner = _sign_in(browser, server, "olivia")
+    owner_ctx, owner = _sign_in(chromium, server, "olivia")
     owner.goto(server + "/routing/inbox/")
     owner.click(".inbox-row:has-text('public holidays') a")
     owner.select_option("#outdated-doc", label="Parking and Garage")
@@ -152,19 +135,16 @@ def test_mark_source_outdated_warns_on_the_citation(server, browser, fake_ollama
     employee_ctx.close()
 
 
-def test_vote_without_script_and_ask_the_owner_with_it(server, browser, fake_ollama):
+def test_vote_without_script_and_ask_the_owner_with_it(server, chromium, fake_ollama):
     """The answer's forms post in a browser without script (the page's CSRF token is in them) and,
     on an answer the websocket rendered (no token in the form), through htmx's header."""
-    employee_ctx, employee = _sign_in(browser, server, "erin")
+    employee_ctx, employee = _sign_in(chromium, server, "erin")
     _ask_cited(employee, fake_ollama, "Where do I pick up the garage permit?")
     chat_url = employee.url
 
-    no_script = browser.new_context(java_script_enabled=False)
+    no_script = chromium.new_context(java_script_enabled=False)
     page = no_script.new_page()
-    page.goto(server + "/accounts/login/")
-    page.fill("input[name=username]", "erin")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
+    sign_in(page, server, "erin", PASSWORD)
     page.goto(chat_url)
     page.locator("article.msg-assistant").last.locator("button.fb-up").click()
     page.wait_for_selector("article.msg-assistant .feedback[data-vote='1']")

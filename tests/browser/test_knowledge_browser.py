@@ -9,17 +9,14 @@ the fake Ollama server is the model. Screenshots (1280 and 390 wide) go to test-
 from __future__ import annotations
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import seeded_server
+from tests.browser.conftest import ARTIFACTS, seeded_server, signed_in
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 PASSWORD = "browser-pass-123"
 VA_DOC = "7a1e0c55-2b8d-4f3a-9c61-0d2e4f6a8b10"
 DUE_DOC = "7a1e0c55-2b8d-4f3a-9c61-0d2e4f6a8b11"
@@ -116,17 +113,6 @@ def server(tmp_path_factory, ollama_server):
     server.stop()
 
 
-def _sign_in(browser, base: str, username: str, *, width: int = 1280, height: int = 900):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/")
-    return context, page
-
-
 def _day(at) -> str:
     at = timezone.localtime(at)
     return f"{at.day} {at.strftime('%b %Y')}"
@@ -148,7 +134,7 @@ def test_cited_verified_knowledge_and_the_reverify_queue(server, chromium, fake_
         f"When the garage is full, they park at the P2 lot [SourceId: {DUE_DOC}:0]."
     )
     fake_ollama.rating(100)
-    erin_ctx, erin = _sign_in(chromium, server, "erin", width=width)
+    erin_ctx, erin = signed_in(chromium, server, "erin", PASSWORD, width=width)
     erin.fill("#question", QUESTION)
     erin.keyboard.press("Enter")
     erin.wait_for_selector("article.msg-assistant.status-complete .cite-marker", timeout=20_000)
@@ -166,7 +152,7 @@ def test_cited_verified_knowledge_and_the_reverify_queue(server, chromium, fake_
     assert "Needs review: verified by Olivia Owens" in review_card and "✓ Verified" not in review_card
     erin.screenshot(path=str(ARTIFACTS / f"verified-cited-needs-review-{width}.png"), full_page=False)
 
-    owner_ctx, owner = _sign_in(chromium, server, "olivia", width=width)
+    owner_ctx, owner = signed_in(chromium, server, "olivia", PASSWORD, width=width)
     owner.goto(server + "/routing/inbox/")
     queue = owner.locator("#reverify-queue")
     text = queue.inner_text()

@@ -7,16 +7,13 @@ embedded Qdrant); the fake Ollama server is the model. Screenshots go to test-ar
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import seeded_server
+from tests.browser.conftest import ARTIFACTS, seeded_server, signed_in
 
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
-ARTIFACTS = ROOT / "test-artifacts"
 PASSWORD = "browser-pass-123"
 QUESTION = "Can visitors get a parking permit for the garage on weekends?"
 ANSWER = "Yes: reception issues weekend day permits for visitors. Ask them on Friday before 4 pm."
@@ -53,12 +50,14 @@ runtime.reset()
 """
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory, ollama_server):
+def facilities_server(tmp_path_factory, ollama_server, *, name: str):
+    """For a module's `server` fixture (`yield from`): a server of its own seeded with SETUP (Erin
+    and Olivia, the Facilities tag, its parking document; mail kept in memory), its URL; stopped
+    at the end."""
     server = seeded_server(
         tmp_path_factory,
         ollama_server,
-        name="routing-browser",
+        name=name,
         setup=SETUP % {"pw": PASSWORD},
         extra_env={"EMAIL_BACKEND": "django.core.mail.backends.locmem.EmailBackend"},
     )
@@ -67,19 +66,17 @@ def server(tmp_path_factory, ollama_server):
 
 
 @pytest.fixture(scope="module")
+def server(tmp_path_factory, ollama_server):
+    yield from facilities_server(tmp_path_factory, ollama_server, name="routing-browser")
+
+
+@pytest.fixture(scope="module")
 def browser(chromium):
     return chromium
 
 
 def _sign_in(browser, base: str, username: str, *, width: int = 1280, height: int = 860):
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/")
-    return context, page
+    return signed_in(browser, base, username, PASSWORD, width=width, height=height)
 
 
 def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):

@@ -10,18 +10,14 @@ newer schema, a populated target without --replace.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tarfile
-import uuid
 
 import httpx
 import pytest
 
 from ragchat.evaluation.docgen import lorem_sentences, make_text
 from tests.browser.conftest import LiveServer
-
-PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/ragchat")
 
 POPULATE = """
 from documents.models import Document
@@ -58,23 +54,11 @@ def snapshot(site: LiveServer) -> dict:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def instance(request, tmp_path, ollama_server):
+def instance(request, tmp_path, ollama_server, scratch_postgres):
     extra = {}
     if request.param == "postgresql":
-        psycopg = pytest.importorskip("psycopg")
-        server = PG_URL.rsplit("/", 1)[0]
-        try:
-            admin = psycopg.connect(server + "/postgres", autocommit=True, connect_timeout=3)
-        except Exception as e:
-            pytest.skip(f"PostgreSQL not reachable at {PG_URL}: {e}")
-        name = f"ragchat_backup_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-        admin.execute(f'CREATE DATABASE "{name}"')
-        extra = {"DATABASE_URL": f"{server}/{name}", "DB_CONN_MAX_AGE": "0"}
-        yield LiveServer(data_dir=tmp_path / "site", ollama_url=ollama_server.url, extra_env=extra)
-        admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-        admin.close()
-        return
-    yield LiveServer(data_dir=tmp_path / "site", ollama_url=ollama_server.url)
+        extra = {"DATABASE_URL": scratch_postgres("ragchat_backup"), "DB_CONN_MAX_AGE": "0"}
+    return LiveServer(data_dir=tmp_path / "site", ollama_url=ollama_server.url, extra_env=extra)
 
 
 def wipe(site: LiveServer) -> None:

@@ -56,11 +56,11 @@ def test_the_cluster_serves_a_chat_through_haproxy_and_drops_its_database():
     from ragchat.bench.chat_load import FINAL_RE
     from ragchat.bench.cluster import Cluster
     from ragchat.bench.scale import Tab
-    from tests.ops.test_scale_out import PG_URL, REDIS_URL
+    from tests.ops.conftest import PG_ADMIN_URL as admin_url
+    from tests.ops.test_scale_out import REDIS_URL
 
     if shutil.which("haproxy") is None:
         pytest.skip("HAProxy is not installed (make haproxy)")
-    admin_url = PG_URL.rsplit("/", 1)[0] + "/postgres"
     try:
         psycopg.connect(admin_url, connect_timeout=3).close()
         __import__("redis").Redis.from_url(REDIS_URL, socket_connect_timeout=2).ping()

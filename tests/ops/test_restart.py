@@ -14,12 +14,11 @@ import uuid
 from pathlib import Path
 
 import httpx
-import pytest
 
 from documents.recovery import INTERRUPTED_MESSAGE
 from ragchat.evaluation.docgen import lorem_sentences, make_text
-from ragchat.fake_ollama import FakeOllama
 from tests.browser.conftest import LiveServer
+from tests.ops.conftest import slow_ingestion_server
 
 CSRF_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 
@@ -79,28 +78,8 @@ def kill(server: LiveServer) -> None:
     server.stop()  # closes the log file
 
 
-@pytest.fixture
-def slow_embeddings():
-    fake = FakeOllama().start()
-    fake.first_token_delay(0.2)  # every /api/embed call (one per batch of 4 chunks) takes 0.2 s
-    yield fake
-    fake.stop()
-
-
 def test_server_killed_mid_ingestion_then_restarted(tmp_path, slow_embeddings):
-    server = LiveServer(
-        data_dir=tmp_path,
-        ollama_url=slow_embeddings.url,
-        extra_env={
-            "EMBEDDING_BACKEND": "ollama",
-            "EMBEDDING_MODEL": "nomic-embed-text",
-            "EMBEDDING_BATCH_SIZE": "4",
-            "CHUNK_SIZE_TOKENS": "64",
-            "CHUNK_OVERLAP_TOKENS": "8",
-            "RAGCHAT_INGEST_CONCURRENCY": "1",
-            "RAG_RETRY_ATTEMPTS": "0",
-        },
-    )
+    server = slow_ingestion_server(tmp_path, slow_embeddings, {"RAGCHAT_INGEST_CONCURRENCY": "1"})
     db = tmp_path / "db.sqlite3"
     server.start()
     try:

@@ -12,23 +12,14 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import uuid
 
 import pytest
 
 from documents.workers import WORKER_LOST
 from ragchat.evaluation.docgen import lorem_sentences, make_text
-from ragchat.fake_ollama import FakeOllama
 from tests.browser.conftest import ROOT, LiveServer
+from tests.ops.conftest import slow_ingestion_server
 from tests.ops.test_restart import indexed, stored_vectors, wait_for
-
-
-@pytest.fixture
-def slow_embeddings():
-    fake = FakeOllama().start()
-    fake.first_token_delay(0.2)  # every /api/embed call (one per batch of 4 chunks) takes 0.2 s
-    yield fake
-    fake.stop()
 
 
 def start_worker(site: LiveServer, name: str) -> subprocess.Popen:
@@ -42,7 +33,6 @@ def start_worker(site: LiveServer, name: str) -> subprocess.Popen:
     )
 
 
-PG_URL = os.environ.get("TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/ragchat")
 DOCUMENTS = "select id, original_filename, status, stage, error, chunk_count from documents_document"
 TASKS = "select status, worker_ids, exception_class_path from django_tasks_database_dbtaskresult"
 
@@ -75,34 +65,17 @@ class Database:
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
-def database_url(request, tmp_path):
+def database_url(request, tmp_path, scratch_postgres):
     if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'db.sqlite3'}"
-        return
-    psycopg = pytest.importorskip("psycopg")
-    server = PG_URL.rsplit("/", 1)[0]
-    try:
-        admin = psycopg.connect(server + "/postgres", autocommit=True, connect_timeout=3)
-    except Exception as e:
-        pytest.skip(f"PostgreSQL not reachable at {PG_URL}: {e}")
-    name = f"ragchat_workers_{os.getpid()}_{uuid.uuid4().hex[:6]}"
-    admin.execute(f'CREATE DATABASE "{name}"')
-    yield f"{server}/{name}"
-    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.close()
+        return f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    return scratch_postgres("ragchat_workers")
 
 
 def test_worker_killed_mid_ingestion_is_resumed_by_the_next_worker(tmp_path, slow_embeddings, database_url):
-    site = LiveServer(
-        data_dir=tmp_path,
-        ollama_url=slow_embeddings.url,
-        extra_env={
-            "EMBEDDING_BACKEND": "ollama",
-            "EMBEDDING_MODEL": "nomic-embed-text",
-            "EMBEDDING_BATCH_SIZE": "4",
-            "CHUNK_SIZE_TOKENS": "64",
-            "CHUNK_OVERLAP_TOKENS": "8",
-            "RAG_RETRY_ATTEMPTS": "0",
+    site = slow_ingestion_server(
+        tmp_path,
+        slow_embeddings,
+        {
             "RAGCHAT_INGEST_BACKEND": "tasks",
             "RAGCHAT_WORKER_HEARTBEAT_SECONDS": "0.5",
             "RAGCHAT_WORKER_STALE_SECONDS": "3",
