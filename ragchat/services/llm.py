@@ -278,21 +278,21 @@ class OllamaLLM:
         _, num_predict = self.limits(model)
         if max_tokens is not None:
             num_predict = min(num_predict, max_tokens)
-        chat = self._lane(model, num_predict)
+        lane = self._lane(model, num_predict)
         lc_messages = _to_langchain(messages)
         prompt_chars = sum(len(m.content) for m in messages)
         timeout = self.settings.rag_timeout_seconds
         deadline = time.monotonic() + timeout
 
         async def open_stream() -> tuple[Any, Any]:
-            agen = chat.model.astream(lc_messages)
+            agen = lane.model.astream(lc_messages)
             try:
                 return agen, await self._first_chunk(agen, deadline)
             except BaseException:
                 await _aclose(agen)
                 raise
 
-        chat.streams += 1
+        lane.streams += 1
         try:
             try:
                 agen, chunk = await retry_async(
@@ -317,7 +317,7 @@ class OllamaLLM:
             finally:
                 await _aclose(agen)
         finally:
-            chat.streams -= 1
+            lane.streams -= 1
 
     async def _first_chunk(self, agen: Any, deadline: float) -> Any:
         """The first chunk with text (or the final one), all within the first-token deadline."""
