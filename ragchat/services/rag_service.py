@@ -421,7 +421,9 @@ class RAGService:
         try:
             while True:
                 try:
-                    token = await asyncio.wait_for(iterator.__anext__(), timeout=limit)
+                    # A timeout scope, not wait_for: wait_for runs every token's read as a task of its own.
+                    async with asyncio.timeout(limit):
+                        token = await iterator.__anext__()
                 except StopAsyncIteration:
                     return
                 except TimeoutError as e:
