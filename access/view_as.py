@@ -14,6 +14,7 @@ from asgiref.sync import async_to_sync
 from access import policy
 from access.audit import audit_record
 from access.models import AuditEvent
+from ragchat.services.citations import make_snippet
 
 PREVIEW_CHUNKS = 10
 
@@ -48,7 +49,7 @@ def _rows(results, *, tag_names: dict[str, str], held: set[str]) -> list[Preview
                 page_number=r.page_number,
                 section=r.section,
                 score=r.score,
-                snippet=r.chunk_text[:300],
+                snippet=make_snippet(r.chunk_text)[0],  # as the person's chat would show it
                 tags=[tag_names.get(t, t) for t in tags],
                 missing=[tag_names.get(t, t) for t in tags if t not in held],
             )

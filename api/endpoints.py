@@ -45,6 +45,7 @@ from documents.tasks import ingestion_enqueue
 from ragchat import runtime
 from ragchat.health import health_report, spec_fields
 from ragchat.services import errors as rag_errors
+from ragchat.services.citations import make_snippet
 from ragchat.services.config import MODEL_LIMITS
 from ragchat.services.glossary import expand_query
 from ragchat.services.llm import canonical_model_name
@@ -348,7 +349,7 @@ async def search(
         hits.append(
             {
                 "title": r.document_name,
-                "snippet": r.chunk_text[:200] + ("…" if len(r.chunk_text) > 200 else ""),
+                "snippet": make_snippet(r.chunk_text)[0],
                 "score": round(float(r.score), 4),
                 "chunk_id": r.source_id,
                 "document_id": r.document_id,
