@@ -208,12 +208,20 @@ def escalate(request, message_id):
     except services.QuestionNotFound as e:
         raise Http404("No such answer.") from e
     except services.RoutingError as e:
+        if not request.htmx:
+            return _back_to_answer(request, message, messages.ERROR, str(e))
         return HttpResponse(render_partial("routing/_escalated.html", {"error": str(e)}), status=400)
-    html = render_partial("routing/_escalated.html", {"q": question})
-    if request.htmx:
-        return HttpResponse(html)
-    messages.success(request, "Your question was sent.")
-    return redirect("chat:session", session_id=message.session_id)
+    if not request.htmx:
+        return _back_to_answer(request, message, messages.SUCCESS, "Your question was sent.")
+    return HttpResponse(render_partial("routing/_escalated.html", {"q": question}))
+
+
+def _back_to_answer(request, message, level: int, text: str) -> HttpResponse:
+    """Where an answer's form (the vote, "Ask the owner") posted without script ends, sent or refused:
+    back on the chat page at that answer, `text` said as a message of `level`. (With htmx the form's
+    own fragment comes back in its place instead.)"""
+    messages.add_message(request, level, text)
+    return redirect(f"{reverse('chat:session', args=[message.session_id])}#m{message.pk}")
 
 
 @login_required
@@ -425,13 +433,14 @@ def feedback(request, message_id):
     except services.QuestionNotFound as e:
         raise Http404("No such answer.") from e
     except services.RoutingError as e:
+        if not request.htmx:
+            return _back_to_answer(request, message, messages.ERROR, str(e))
         fb = presenters.feedback_of([message]).get(message.pk)
         ctx = {**presenters.feedback_context(message, fb, editing=vote == -1), "fb_error": str(e)}
         # htmx swaps only successful responses: the bar comes back with the message in it.
-        return HttpResponse(render_partial("chat/_feedback.html", ctx), status=200 if request.htmx else 400)
+        return HttpResponse(render_partial("chat/_feedback.html", ctx))
     if not request.htmx:
-        messages.success(request, "Thanks for the feedback.")
-        return redirect(f"{reverse('chat:session', args=[message.session_id])}#m{message.pk}")
+        return _back_to_answer(request, message, messages.SUCCESS, "Thanks for the feedback.")
     return HttpResponse(render_partial("chat/_feedback.html", presenters.feedback_context(message, fb)))
 
 

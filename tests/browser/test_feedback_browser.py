@@ -142,14 +142,26 @@ def test_vote_without_script_and_ask_the_owner_with_it(server, chromium, fake_ol
     _ask_cited(employee, fake_ollama, "Where do I pick up the garage permit?")
     chat_url = employee.url
 
-    no_script = chromium.new_context(java_script_enabled=False)
+    no_script = chromium.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 860})
     page = no_script.new_page()
     sign_in(page, server, "erin", PASSWORD)
     page.goto(chat_url)
     page.locator("article.msg-assistant").last.locator("button.fb-up").click()
     page.wait_for_selector("article.msg-assistant .feedback[data-vote='1']")
     assert "Thanks for the feedback." in page.inner_text("article.msg-assistant .feedback")
+    answer_id = page.locator("article.msg-assistant").last.get_attribute("id")
+
+    # A refused vote (the form of an old page, or a hand-made one, that says neither helpful nor not
+    # helpful): back on the chat page at the answer, the reason said at the top; the vote is kept.
+    _refused_vote_without_script(page, chat_url, answer_id, "feedback-refused-no-script.png")
+    assert page.locator("article.msg-assistant .feedback[data-vote='1']").count() == 1
     no_script.close()
+    phone = chromium.new_context(java_script_enabled=False, viewport={"width": 390, "height": 844})
+    page = phone.new_page()
+    sign_in(page, server, "erin", PASSWORD)
+    page.goto(chat_url)
+    _refused_vote_without_script(page, chat_url, answer_id, "feedback-refused-no-script-phone.png")
+    phone.close()
 
     answer = employee.locator("article.msg-assistant").last
     answer.locator("button.btn-ask").click()
@@ -157,3 +169,19 @@ def test_vote_without_script_and_ask_the_owner_with_it(server, chromium, fake_ol
     employee.wait_for_selector("article.msg-assistant .route-notice:has-text('You asked Olivia Owens')")
     assert employee.url == chat_url and answer.locator("button.btn-ask").count() == 0
     employee_ctx.close()
+
+
+def _refused_vote_without_script(page, chat_url: str, answer_id: str, screenshot: str) -> None:
+    """Vote with a value the server refuses, in a browser without script (Playwright sets the button's
+    value; the page runs none of its own script), and check where the person ends up."""
+    vote = page.locator(f"#{answer_id} button.fb-up")
+    vote.evaluate("button => { button.value = '2'; }")
+    vote.click()
+    page.wait_for_selector(".flash .flash-error")
+    assert page.url == f"{chat_url}#{answer_id}"
+    assert page.inner_text(".flash").strip() == "Choose helpful or not helpful."
+    assert page.locator(".flash").is_visible() and page.locator(f"#{answer_id} .feedback").is_visible()
+    assert page.locator("#messages").count() == 1  # the chat page itself, not a fragment
+    page.screenshot(path=str(ARTIFACTS / screenshot))
+    page.reload()  # said once
+    assert page.locator(".flash").count() == 0

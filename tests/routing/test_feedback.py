@@ -151,11 +151,11 @@ async def test_changing_and_undoing_a_down_vote(asker, owner, corpus, fake_ollam
     [same] = await items()
     assert same.status == "closed" and same.feedback_id is None
 
-    # Bad input: a clear message, nothing else changes.
+    # Bad input: a clear message in the vote bar, nothing else changes (without script: see below).
     response = await post(asker, vote_url(answer), {"vote": "-1", "reason": "because"}, **HTMX)
     assert response.status_code == 200 and "Choose one of the reasons." in response.content.decode()
-    response = await post(asker, vote_url(answer), {"vote": "7"})
-    assert response.status_code == 400 and "Choose helpful or not helpful." in response.content.decode()
+    response = await post(asker, vote_url(answer), {"vote": "7"}, **HTMX)
+    assert response.status_code == 200 and "Choose helpful or not helpful." in response.content.decode()
     assert await AnswerFeedback.objects.filter(message=answer).acount() == 0
 
 
@@ -206,8 +206,69 @@ async def test_vote_and_ask_the_owner_forms_post_without_script(asker, owner, co
     assert item.feedback.vote == -1 and item.feedback.reason == "outdated"
 
     asked = await sync_to_async(browser.post)(escalate_url, {"csrfmiddlewaretoken": ask_token})
-    assert asked.status_code == 302 and asked.headers["Location"] == page_url
+    assert asked.status_code == 302 and asked.headers["Location"] == f"{page_url}#m{answer.pk}"
     assert await RoutedQuestion.objects.filter(origin="manual", message=answer, target=owner).aexists()
+
+
+def flashes(page: str) -> list[str]:
+    """The messages the page says at its top (Django's messages framework), as text."""
+    return [re.sub(r"<[^>]+>", "", p) for p in re.findall(r'<p class="flash-[a-z]+">(.*?)</p>', page, re.DOTALL)]
+
+
+async def refused_without_script(user, url, data, *, back_to) -> str:
+    """Post the way a browser without script does (no htmx header; following the redirect as it
+    would): the person ends on the chat page at the answer `back_to`, a whole page. Its HTML."""
+    response = await post(user, url, data, follow=True)
+    page_url = reverse("chat:session", args=[back_to.session_id])
+    assert response.redirect_chain == [(f"{page_url}#m{back_to.pk}", 302)]
+    page = response.content.decode()
+    assert response.status_code == 200 and page.lstrip().lower().startswith("<!doctype html>")
+    assert f'id="m{back_to.pk}"' in page
+    return page
+
+
+async def test_a_refused_post_without_script_ends_on_the_chat_page_saying_why(asker, owner, corpus, fake_ollama):
+    """Without script a refused vote or "Ask the owner" is not a bare 400 fragment: the person is back
+    on the chat page at the answer (as after a vote that went through) with the reason said at the
+    top, once; nothing is recorded. With htmx the form's fragment comes back, as before."""
+    session, answer = await cited_answer(asker, fake_ollama)
+    page_url = reverse("chat:session", args=[session.pk])
+
+    page = await refused_without_script(asker, vote_url(answer), {"vote": "7"}, back_to=answer)
+    assert flashes(page) == ["Choose helpful or not helpful."] and 'class="flash-error"' in page
+    page = await refused_without_script(asker, vote_url(answer), {"vote": "-1", "reason": "because"}, back_to=answer)
+    assert flashes(page) == ["Choose one of the reasons."]
+    page = await refused_without_script(
+        asker, vote_url(answer), {"vote": "-1", "reason": "wrong", "comment": "x" * 2001}, back_to=answer
+    )
+    assert flashes(page) == ["Keep the comment under 2,000 characters."]
+    assert await AnswerFeedback.objects.acount() == 0 and await items() == []
+    # Said once: the next look at the chat shows it no more; the vote bar is as it was.
+    page = (await get(asker, page_url)).content.decode()
+    assert flashes(page) == [] and f'id="fb-{answer.pk}"' in page and 'aria-pressed="true"' not in page
+
+    # The asker's own question is not an answer to rate: back to it, saying so.
+    question = await Message.objects.aget(pk=answer.reply_to_id)
+    page = await refused_without_script(asker, vote_url(question), {"vote": "1"}, back_to=question)
+    assert flashes(page) == ["This reply cannot be rated."]
+
+    # "Ask the owner" on a greeting (no button offers it; an old or hand-made form may).
+    low_confidence(fake_ollama)
+    _, hello = await ask(asker, "thanks!")
+    page = await refused_without_script(asker, reverse("routing:escalate", args=[hello.pk]), {}, back_to=hello)
+    assert flashes(page) == ["This reply cannot be sent to an owner."]
+    assert not await RoutedQuestion.objects.aexists() and await AnswerFeedback.objects.acount() == 0
+
+    # With htmx: the fragment that takes the form's place, not a page, and not a redirect.
+    response = await post(asker, vote_url(answer), {"vote": "7"}, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200 and "<!doctype" not in html.lower()
+    assert html.startswith('<div class="feedback') and "Choose helpful or not helpful." in html
+    response = await post(asker, reverse("routing:escalate", args=[hello.pk]), **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 400 and "<!doctype" not in html.lower()
+    assert "escalated-error" in html and "This reply cannot be sent to an owner." in html
+    assert not await RoutedQuestion.objects.aexists() and await AnswerFeedback.objects.acount() == 0
 
 
 async def test_only_the_asker_votes_and_only_on_finished_answers(
@@ -219,8 +280,8 @@ async def test_only_the_asker_votes_and_only_on_finished_answers(
         assert response.status_code == 404
     assert (await post(asker, reverse("routing:feedback", args=[999999]), {"vote": "1"})).status_code == 404
     # The asker's own question (a user message) is not an answer to rate.
-    response = await post(asker, vote_url(await Message.objects.aget(pk=answer.reply_to_id)), {"vote": "1"})
-    assert response.status_code == 400
+    response = await post(asker, vote_url(await Message.objects.aget(pk=answer.reply_to_id)), {"vote": "1"}, **HTMX)
+    assert "This reply cannot be rated." in response.content.decode()
     assert await AnswerFeedback.objects.acount() == 0
 
     # Greetings get no vote buttons and refuse a vote.
@@ -228,12 +289,14 @@ async def test_only_the_asker_votes_and_only_on_finished_answers(
     session, hello = await ask(asker, "hello!")
     page = (await get(asker, reverse("chat:session", args=[session.pk]))).content.decode()
     assert f'id="fb-{hello.pk}"' not in page
-    assert (await post(asker, vote_url(hello), {"vote": "-1", "reason": "wrong"})).status_code == 400
+    response = await post(asker, vote_url(hello), {"vote": "-1", "reason": "wrong"}, **HTMX)
+    assert "This reply cannot be rated." in response.content.decode()
 
     # A failed answer neither.
     await Message.objects.filter(pk=answer.pk).aupdate(status=Message.Status.FAILED)
-    assert (await post(asker, vote_url(answer), {"vote": "1"})).status_code == 400
-    assert await items() == []
+    response = await post(asker, vote_url(answer), {"vote": "1"}, **HTMX)
+    assert "This reply cannot be rated." in response.content.decode()
+    assert await items() == [] and await AnswerFeedback.objects.acount() == 0
 
 
 async def test_review_item_of_an_untargeted_tag_goes_to_the_admins(asker, admin_user, corpus, fake_ollama):
