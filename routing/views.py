@@ -210,7 +210,8 @@ def escalate(request, message_id):
     except services.RoutingError as e:
         if not request.htmx:
             return _back_to_answer(request, message, messages.ERROR, str(e))
-        return HttpResponse(render_partial("routing/_escalated.html", {"error": str(e)}), status=400)
+        # htmx swaps only successful responses: with a 400 the refusal would never show.
+        return HttpResponse(render_partial("routing/_escalated.html", {"error": str(e)}))
     if not request.htmx:
         return _back_to_answer(request, message, messages.SUCCESS, "Your question was sent.")
     return HttpResponse(render_partial("routing/_escalated.html", {"q": question}))

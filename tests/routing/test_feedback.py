@@ -266,7 +266,7 @@ async def test_a_refused_post_without_script_ends_on_the_chat_page_saying_why(as
     assert html.startswith('<div class="feedback') and "Choose helpful or not helpful." in html
     response = await post(asker, reverse("routing:escalate", args=[hello.pk]), **HTMX)
     html = response.content.decode()
-    assert response.status_code == 400 and "<!doctype" not in html.lower()
+    assert response.status_code == 200 and "<!doctype" not in html.lower()  # htmx swaps only 2xx
     assert "escalated-error" in html and "This reply cannot be sent to an owner." in html
     assert not await RoutedQuestion.objects.aexists() and await AnswerFeedback.objects.acount() == 0
 
