@@ -54,8 +54,10 @@ class Stage:
     vector: list[float] | SparseVec
     conditions: Conditions
     limit: int
-    with_vector: bool = False  # return the dense vector (to compute cosine for keyword hits)
     exact: bool = False  # dense: scan every filtered chunk (the reference recall is measured against)
+    # The payload keys returned with each hit; None: the whole payload. A search ranks its stages'
+    # hits on a few keys, then fetches the whole payload of the ones it returns (Backend.fetch).
+    keys: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,10 @@ class Backend(Protocol):
 
     async def search_stages(self, stages: Sequence[Stage]) -> list[list[Hit]]:
         """Run the stages as one batch; each stage carries (and must apply) its own filter."""
+
+    async def fetch(self, ids: Sequence[str], *, with_dense: bool = False) -> list[Hit]:
+        """The stored points with these ids (whole payload; the dense vector too `with_dense`), score 0;
+        ids no longer stored are left out. No filter: callers re-check what they return."""
 
     async def settle(self) -> None:
         """Finish what the engine builds lazily (segments, 8-bit vectors, graphs)."""

@@ -278,7 +278,7 @@ class EdgeBackend:
         out = []
         for p in points:
             vectors = p.vector or {}
-            out.append(Hit(str(p.id), float(p.score), dict(p.payload or {}), vectors.get(DENSE)))
+            out.append(Hit(str(p.id), float(getattr(p, "score", 0.0)), dict(p.payload or {}), vectors.get(DENSE)))
         return out
 
     @staticmethod
@@ -308,10 +308,17 @@ class EdgeBackend:
                 limit=stage.limit,
                 query=qe.Query.Nearest(vector, using=stage.using),
                 filter=self._filter(stage.conditions),
-                with_payload=True,
-                with_vector=[DENSE] if stage.with_vector else False,
+                with_payload=list(stage.keys) if stage.keys is not None else True,
+                with_vector=False,
                 params=self.dense_params(exact=stage.exact) if stage.using == DENSE else None,
             )
 
         batch = qe.QueryBatchRequest([request(stage) for stage in stages])
         return [self._hits(points) for points in await self._run(lambda: self._shard.query_batch(batch))]
+
+    async def fetch(self, ids: Sequence[str], *, with_dense: bool = False) -> list[Hit]:
+        if not ids:
+            return []
+        wanted = list(ids)
+        records = await self._run(lambda: self._shard.retrieve(wanted, True, [DENSE] if with_dense else False))
+        return self._hits(records)

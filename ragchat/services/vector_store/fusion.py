@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -24,24 +23,26 @@ logger = logging.getLogger(__name__)
 RRF_K = 60
 
 
-def fuse(
-    vector: list[float],
-    stage_hits: Sequence[Sequence[Hit]],
-    conditions: Conditions,
-    *,
-    dense_stage: int | None = 0,
-) -> list[SearchResult]:
-    """Reciprocal rank fusion of the stages, with every tie broken by source id (R-RET-6).
+def rank_keys(conditions: Conditions) -> tuple[str, ...]:
+    """The payload keys ranking needs of each hit: the tie-break (document, chunk index) and every
+    key the access conditions name (for the re-check)."""
+    named = [key for key, _ in conditions.equals] + [key for key, _ in (*conditions.any_of, *conditions.none_of)]
+    return tuple(dict.fromkeys(["document_id", "chunk_index", *named]))
 
-    Within a stage, hits are ranked by (-score, source id) so equal scores get a stable order;
-    the fused list is sorted by (-sum of 1/(k + rank), source id). Each result's score is its
-    cosine similarity: the dense stage's own score (Qdrant cosine) or, for a hit only the BM25
-    stage found, computed from its stored dense vector.
+
+def rank(
+    stage_hits: Sequence[Sequence[Hit]], conditions: Conditions, *, dense_stage: int | None = 0
+) -> list[tuple[str, float | None]]:
+    """Reciprocal rank fusion of the stages, with every tie broken by source id (R-RET-6): the point
+    ids in fused order, each with its cosine similarity when the dense stage found it (None: only
+    BM25 did; `results` computes it from the stored vector).
+
+    Within a stage, hits are ranked by (-score, source id) so equal scores get a stable order; the
+    fused list is sorted by (-sum of 1/(k + rank), source id). A hit whose payload is outside the
+    access conditions is dropped (and logged): the engine filtered already, this is defence in depth.
     """
-    query = np.asarray(vector, dtype=np.float64)
     fused: dict[str, float] = {}
     cosine: dict[str, float] = {}
-    payloads: dict[str, dict[str, Any]] = {}
     keys: dict[str, tuple[str, int]] = {}
     for stage_index, hits in enumerate(stage_hits):
         admitted = []
@@ -50,24 +51,49 @@ def fuse(
                 logger.error("vector store returned a chunk outside the access filter: %s", hit.id)
                 continue
             keys[hit.id] = (str(hit.payload.get("document_id", "")), int(hit.payload.get("chunk_index", 0)))
-            payloads[hit.id] = hit.payload
             if stage_index == dense_stage:
                 cosine[hit.id] = max(0.0, min(1.0, hit.score))
-            elif hit.id not in cosine:
-                cosine[hit.id] = _cosine(query, hit.dense, 0.0)
             admitted.append(hit)
         admitted.sort(key=lambda h: (-round(h.score, 7), keys[h.id]))
-        for rank, hit in enumerate(admitted, start=1):
-            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (RRF_K + rank)
+        for position, hit in enumerate(admitted, start=1):
+            fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (RRF_K + position)
     order = sorted(fused, key=lambda pid: (-round(fused[pid], 12), keys[pid]))
-    return [search_result(payloads[pid], cosine[pid]) for pid in order]
+    return [(pid, cosine.get(pid)) for pid in order]
 
 
-def _cosine(query: np.ndarray, vector: Sequence[float] | None, fallback: float) -> float:
-    if vector is None:
-        return max(0.0, min(1.0, fallback))
-    v = np.asarray(vector, dtype=np.float64)
-    denom = float(np.linalg.norm(query) * np.linalg.norm(v))
-    if denom == 0.0:
-        return 0.0
-    return max(0.0, min(1.0, float(np.dot(query, v)) / denom))
+def results(
+    vector: Sequence[float], ranked: Sequence[tuple[str, float | None]], points: Sequence[Hit], conditions: Conditions
+) -> list[SearchResult]:
+    """The ranked ids as SearchResults, from their fetched points (whole payloads), re-checked
+    against the access conditions; a hit only BM25 found is scored by the cosine of its stored dense
+    vector. An id no longer stored (deleted meanwhile) is left out."""
+    by_id = {point.id: point for point in points}
+    missing = [pid for pid, score in ranked if score is None and pid in by_id]
+    computed = dict(zip(missing, _cosines(vector, [by_id[pid].dense for pid in missing]), strict=True))
+    out = []
+    for pid, score in ranked:
+        point = by_id.get(pid)
+        if point is None:
+            continue
+        if not allowed(point.payload, conditions):
+            logger.error("vector store returned a chunk outside the access filter: %s", pid)
+            continue
+        out.append(search_result(point.payload, score if score is not None else computed[pid]))
+    return out
+
+
+def _cosines(query: Sequence[float], vectors: Sequence[Sequence[float] | None]) -> list[float]:
+    """Cosine similarity of the query with each vector, clamped to 0-1 (0 for a missing vector)."""
+    if not vectors:
+        return []
+    q = np.asarray(query, dtype=np.float64)
+    out = []
+    q_norm = float(np.linalg.norm(q))
+    for vector in vectors:
+        if vector is None:
+            out.append(0.0)
+            continue
+        v = np.asarray(vector, dtype=np.float64)
+        denom = q_norm * float(np.linalg.norm(v))
+        out.append(0.0 if denom == 0.0 else max(0.0, min(1.0, float(np.dot(q, v)) / denom)))
+    return out

@@ -213,7 +213,7 @@ class ServerBackend:
         out = []
         for p in points:
             vectors = p.vector if isinstance(p.vector, dict) else {}
-            out.append(Hit(str(p.id), float(p.score), dict(p.payload or {}), vectors.get(DENSE)))
+            out.append(Hit(str(p.id), float(getattr(p, "score", 0.0)), dict(p.payload or {}), vectors.get(DENSE)))
         return out
 
     @staticmethod
@@ -243,11 +243,21 @@ class ServerBackend:
                 using=stage.using,
                 filter=self._filter(stage.conditions),
                 limit=stage.limit,
-                with_payload=True,
-                with_vector=[DENSE] if stage.with_vector else False,
+                with_payload=list(stage.keys) if stage.keys is not None else True,
+                with_vector=False,
                 params=self.dense_params(exact=stage.exact) if stage.using == DENSE else None,
             )
 
         requests = [request(stage) for stage in stages]
         responses = await self._call(lambda: self.client.query_batch_points(self.collection, requests=requests))
         return [self._hits(response.points) for response in responses]
+
+    async def fetch(self, ids: Sequence[str], *, with_dense: bool = False) -> list[Hit]:
+        if not ids:
+            return []
+        records = await self._call(
+            lambda: self.client.retrieve(
+                self.collection, ids=list(ids), with_payload=True, with_vectors=[DENSE] if with_dense else False
+            )
+        )
+        return self._hits(records)

@@ -27,7 +27,8 @@ from ragchat.services.types import ChunkRecord, SearchResult
 from ragchat.services.vector_store.access import Conditions, access_conditions, scope_conditions
 from ragchat.services.vector_store.backend import Backend, CollectionMeta, Stage
 from ragchat.services.vector_store.edge import EdgeBackend
-from ragchat.services.vector_store.fusion import fuse
+from ragchat.services.vector_store.fusion import rank, rank_keys
+from ragchat.services.vector_store.fusion import results as fused_results
 from ragchat.services.vector_store.payload import DENSE, PAYLOAD_FIELDS, SPARSE, PointData, chunk_payload, point_id
 from ragchat.services.vector_store.server import ServerBackend
 
@@ -260,13 +261,20 @@ class VectorService:
             user_tags=user_tags, tenant_id=tenant_id, cite_needs_review=self.settings.rag_needs_review_cited
         )
         prefetch = max(self.settings.rag_prefetch_limit, limit)
-        stages = [Stage(DENSE, vector, conditions, prefetch)] if mode != SEARCH_BM25 else []
+        # Two steps: the stages return ids, scores and the few payload keys ranking needs; then the
+        # whole payload of the `limit` ranked first is fetched (and the dense vector of those only
+        # BM25 found). Payloads and vectors of every candidate were most of a search's time.
+        keys = rank_keys(conditions)
+        stages = [Stage(DENSE, vector, conditions, prefetch, keys=keys)] if mode != SEARCH_BM25 else []
         sparse = bm25_query(query) if mode != SEARCH_DENSE else SparseVec((), ())
         if sparse.indices:
-            stages.append(Stage(SPARSE, sparse, conditions, prefetch, with_vector=True))
+            stages.append(Stage(SPARSE, sparse, conditions, prefetch, keys=keys))
         stage_hits = await self._backend.search_stages(stages) if stages else []
-        results = fuse(vector, stage_hits, conditions, dense_stage=0 if mode != SEARCH_BM25 else None)[:limit]
-        results = [r for r in results if r.score >= score_threshold]
+        ranked = rank(stage_hits, conditions, dense_stage=0 if mode != SEARCH_BM25 else None)[:limit]
+        points = await self._backend.fetch(
+            [pid for pid, _ in ranked], with_dense=any(score is None for _, score in ranked)
+        )
+        results = [r for r in fused_results(vector, ranked, points, conditions) if r.score >= score_threshold]
         if timings is not None:
             timings["embed"] = (embedded - started) * 1000.0
             timings["search"] = (time.perf_counter() - embedded) * 1000.0

@@ -320,3 +320,29 @@ async def test_export_drop_and_import_round_trip(make_service, kind):
     assert [(r.source_id, round(r.score, 5)) for r in after] == [(r.source_id, round(r.score, 5)) for r in before]
     with pytest.raises(EmbeddingError, match="dims"):
         await service.import_points([replace(exported[0], dense=[0.1] * 8)])
+
+
+@pytest.mark.parametrize("kind", BACKENDS)
+async def test_stages_return_the_keys_asked_for_and_fetch_returns_whole_points(make_service, kind):
+    """A search ranks its hits on a few payload keys, then fetches the whole payload (and, for hits
+    only BM25 found, the dense vector) of the ones it returns."""
+    from ragchat.services.vector_store.access import access_conditions
+    from ragchat.services.vector_store.backend import Stage
+    from ragchat.services.vector_store.payload import DENSE
+
+    service = await make_service(kind)
+    await service.initialize()
+    await service.upsert_chunks(CORPUS)
+    vector = await service.embedder.embed_query("vacation days")
+    conditions = access_conditions(user_tags=[], tenant_id="default")
+    (hits,) = await service.backend.search_stages(
+        [Stage(DENSE, vector, conditions, 5, keys=("document_id", "chunk_index", "tags"))]
+    )
+    assert hits and all(set(h.payload) <= {"document_id", "chunk_index", "tags"} for h in hits)
+    assert all(h.dense is None for h in hits)
+    ids = [h.id for h in hits[:2]]
+    points = await service.backend.fetch([*ids, "00000000-0000-4000-8000-000000000000"], with_dense=True)
+    assert sorted(p.id for p in points) == sorted(ids)  # an id no longer stored is left out
+    assert all("chunk_text" in p.payload and len(p.dense) == 384 for p in points)
+    assert all(p.dense is None for p in await service.backend.fetch(ids))
+    assert await service.backend.fetch([]) == []
