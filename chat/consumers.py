@@ -18,6 +18,7 @@ import json
 import logging
 from urllib.parse import parse_qs
 
+from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
@@ -41,15 +42,6 @@ def note_html(text: str = "", *, kind: str = "error", outcome: str = "", transie
     "refused" or "busy" (the composer keeps the text). A `transient` note (a "please wait" for a
     button) leaves once no answer is being written."""
     return render_partial("chat/_note.html", {"text": text, "kind": kind, "outcome": outcome, "transient": transient})
-
-
-def _ask(*, user, session_id, question: str) -> tuple[ChatSession, Message] | None:
-    """The asker's session (None once deleted) and their stored question, in one trip to the
-    database thread: in a burst every trip waits behind every other question's."""
-    session = selectors.session_for_user(user=user, session_id=session_id)
-    if session is None:
-        return None
-    return session, services.message_create_user(session=session, content=question)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -127,15 +119,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if data.get("edit"):
             await self._edit(str(data["edit"]), question.strip())
             return
-        asked = await database_sync_to_async(_ask)(
-            user=self.user, session_id=self.session_id, question=question.strip()
-        )
-        if asked is None:  # deleted meanwhile
-            await self.close()
+        if processes.hands_turns_over():  # the holder runs this process's turns: store, then hand over
+            asked = await database_sync_to_async(turns.question_store)(
+                user=self.user, session_id=self.session_id, question=question.strip()
+            )
+            if asked is None:  # deleted meanwhile
+                await self.close()
+                return
+            session, user_message = asked
+            await self.send(text_data=note_html(outcome="accepted"))
+            await self._start(user_message, title=session.title)
             return
-        session, user_message = asked
-        await self.send(text_data=note_html(outcome="accepted"))
-        await self._start(user_message, title=session.title)
+
+        async def accepted() -> None:
+            await self.send(text_data=note_html(outcome="accepted"))
+
+        try:
+            turn = await turns.turn_ask(
+                session_id=self.session_id, user=self.user, question=question.strip(), accepted=accepted
+            )
+        except turns.TurnInProgress:
+            await self.send(text_data=note_html(MSG_BUSY, kind="info", outcome="busy"))
+            return
+        if turn is None:  # deleted meanwhile
+            await self.close()
 
     async def _retry(self, raw_id: str) -> None:
         if not raw_id.isdigit():
@@ -219,13 +226,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     # ---- channel-group events ----------------------------------------------------------------
     async def dispatch(self, message: dict) -> None:
-        # channels runs close_old_connections() on the one sync thread before every handler; a
-        # streamed frame touches no database, and that hop (queued behind every DB call of the
-        # process) was most of a frame's cost with hundreds of streams.
-        if message.get("type") == "chat.fragment":
-            await self.chat_fragment(message)
-            return
-        await super().dispatch(message)
+        # channels runs close_old_connections() on the one sync thread before every handler. Every
+        # database call of this consumer goes through database_sync_to_async, which does that itself
+        # before and after; the extra hop, queued behind every database call of the process, was
+        # most of a streamed frame's cost with hundreds of streams and one more wait for every
+        # question of a burst.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message.get('type')}")
+        await handler(message)
 
     async def chat_fragment(self, event: dict) -> None:
         """HTML rendered once by the turn, sent as is to every tab."""

@@ -3,7 +3,11 @@ owner's alone): there is no path to a session that does not check it."""
 
 from __future__ import annotations
 
-from django.db.models import F, Q, QuerySet
+from collections.abc import Sequence
+from typing import Any
+
+from django.db.models import F, Q, QuerySet, Window
+from django.db.models.functions import RowNumber
 
 from access import policy
 from chat.models import ChatSession, Message
@@ -157,11 +161,33 @@ def session_history(*, session_id, before: Message) -> list[ChatMessage]:
     Failed and interrupted answers are left out (they are not what the assistant said); an owner's
     answer counts as an assistant turn, marked so the model knows a person wrote it.
     """
-    rows = list(
-        Message.objects.filter(session_id=session_id, status=Message.Status.COMPLETE, id__lt=before.id)
+    return sessions_history(questions=[(session_id, before)])[0]
+
+
+def sessions_history(*, questions: Sequence[tuple[Any, Message]]) -> list[list[ChatMessage]]:
+    """`session_history` of several (session id, before) pairs, one session each, in one query (a
+    burst of questions): the latest HISTORY_MAX_MESSAGES of each session, ranked in the database."""
+    if not questions:
+        return []
+    scope = Q()
+    for session_id, before in questions:
+        scope |= Q(session_id=session_id, id__lt=before.id)
+    latest_first = [F("created_at").desc(), F("id").desc()]
+    rows = (
+        Message.objects.filter(scope, status=Message.Status.COMPLETE)
         .exclude(content="")
-        .order_by("-created_at", "-id")[:HISTORY_MAX_MESSAGES]
+        .annotate(recent=Window(RowNumber(), partition_by=[F("session_id")], order_by=latest_first))
+        .filter(recent__lte=HISTORY_MAX_MESSAGES)
+        .order_by("session_id", *latest_first)
     )
+    by_session: dict[str, list[Message]] = {}
+    for row in rows:
+        by_session.setdefault(str(row.session_id), []).append(row)
+    return [_history(by_session.get(str(session_id), [])) for session_id, _ in questions]
+
+
+def _history(rows: list[Message]) -> list[ChatMessage]:
+    """A session's messages, latest first, as the conversation the core is told (oldest first)."""
     # A regenerated question has several answers: the conversation goes on from the latest.
     latest = {r.reply_to_id: r.id for r in sorted(rows, key=lambda r: r.id) if r.role == Message.Role.ASSISTANT}
     history: list[ChatMessage] = []

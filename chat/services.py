@@ -7,13 +7,15 @@ receives it through the session's channel group and renders it.
 
 from __future__ import annotations
 
-from asgiref.sync import async_to_sync
+from collections.abc import Sequence
+
 from channels.layers import get_channel_layer
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
 from chat.models import DEFAULT_TITLE, ChatSession, Message
+from ragchat import live
 
 TITLE_MAX_CHARS = 80
 
@@ -89,13 +91,27 @@ def _title_from_question(question: str) -> str:
 
 def message_create_user(*, session: ChatSession, content: str) -> Message:
     """Store the asker's question; the first one also names an untitled session."""
+    return messages_create_user(questions=[(session, content)])[0]
+
+
+def messages_create_user(*, questions: Sequence[tuple[ChatSession, str]]) -> list[Message]:
+    """Store questions of several sessions (one each) in one transaction of three statements: a
+    burst of questions is stored together. A session's first question names it if untitled."""
+    if not questions:
+        return []
+    now = timezone.now()
     with transaction.atomic():
-        message = Message.objects.create(session=session, role=Message.Role.USER, content=content)
-        if session.title == DEFAULT_TITLE:
-            session.title = _title_from_question(content)
-        session.updated_at = timezone.now()
-        session.save(update_fields=["title", "updated_at"])
-    return message
+        messages = Message.objects.bulk_create(
+            [Message(session=session, role=Message.Role.USER, content=content) for session, content in questions]
+        )
+        sessions = []
+        for session, content in questions:
+            if session.title == DEFAULT_TITLE:
+                session.title = _title_from_question(content)
+            session.updated_at = now
+            sessions.append(session)
+        ChatSession.objects.bulk_update(sessions, ["title", "updated_at"])
+    return messages
 
 
 def session_start(*, user, question: str) -> tuple[ChatSession, Message]:
@@ -106,9 +122,23 @@ def session_start(*, user, question: str) -> tuple[ChatSession, Message]:
     return session, message
 
 
-def message_create_draft(*, session_id, reply_to: Message) -> Message:
-    return Message.objects.create(
-        session_id=session_id, role=Message.Role.ASSISTANT, status=Message.Status.STREAMING, reply_to=reply_to
+def message_create_draft(*, reply_to: Message) -> Message:
+    """The answer's draft (streaming, empty) to this question, in its session."""
+    return messages_create_draft(questions=[reply_to])[0]
+
+
+def messages_create_draft(*, questions: Sequence[Message]) -> list[Message]:
+    """The answers' drafts (streaming, empty) to these questions, in one statement."""
+    return Message.objects.bulk_create(
+        [
+            Message(
+                session_id=question.session_id,
+                role=Message.Role.ASSISTANT,
+                status=Message.Status.STREAMING,
+                reply_to=question,
+            )
+            for question in questions
+        ]
     )
 
 
@@ -170,4 +200,4 @@ async def message_broadcast(*, message: Message) -> None:
 
 def message_push(*, message: Message) -> None:
     """Sync form of message_broadcast() for views and signal handlers (after the row is committed)."""
-    transaction.on_commit(lambda: async_to_sync(message_broadcast)(message=message))
+    transaction.on_commit(lambda: live.send_soon(message_broadcast, message=message))

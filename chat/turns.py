@@ -21,18 +21,23 @@ channel layer:
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import json
 import logging
 import time
 import uuid
+import weakref
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 from django.conf import settings
+from django.db import transaction
 
 from chat import presenters, selectors, services
-from chat.models import Message
+from chat.models import ChatSession, Message
 from chat.rendering import DraftRenderer
 from chat.signals import answer_completed
 from ragchat import processes, runtime
@@ -60,6 +65,11 @@ FLUSH_LOOP_SHARE = 0.3
 # time: about 0.4 ms measured with 200 streams (py-spy, in-memory layer).
 FRAME_SEND_SECONDS = 0.0004
 SAVE_SECONDS = 0.5  # one batched write for all streams: cheap enough to keep the drafts fresh
+# Longest pause of an answer that gives way to questions waiting for their first token (_FirstTokens):
+# a burst of 200 questions gets its first tokens out in about that time.
+GIVE_WAY_MAX_SECONDS = 3.0
+# Most questions prepared in one trip to the database thread (_Preparer).
+PREPARE_BATCH = 64
 
 # Wording of the error table in docs/specs/rag-service-spec-v1-draft.md §Error Responses (R-CHAT-7 in
 # docs/requirements.md); the search one is ours (the table has no such row).
@@ -123,6 +133,14 @@ class Turn:
     listeners: list[asyncio.Queue] = field(default_factory=list)  # TurnEvents for non-websocket callers
     model: str | None = None
     request_id: str | None = None
+    inputs: TurnInputs | None = None  # read with the draft, in the turn's one trip before its search
+    waits_first_token: bool = False  # counted by _first_tokens until its first token is out
+    gave_way_in: int = -1  # the burst (_first_tokens.epoch) this answer last gave way in
+    marks: dict[str, float] = field(default_factory=lambda: {"asked": time.time()})  # step -> wall time
+
+    def mark(self, step: str) -> None:
+        """When the turn reached a step (settings.RAGCHAT_TURN_TIMELINE: where a burst's time goes)."""
+        self.marks.setdefault(step, time.time())
 
     @property
     def prefix(self) -> str:
@@ -130,6 +148,90 @@ class Turn:
 
 
 _turns: dict[str, Turn] = {}
+
+
+@dataclass(frozen=True)
+class TurnInputs:
+    """What the core is told about the asker and the conversation: the tags they may read, their
+    glossary, the history before the question."""
+
+    tags: list[str]
+    glossary: list[Any]
+    history: list[Any]
+
+
+class _FirstTokens:
+    """First tokens first: while questions of this process wait for their first token, answers that
+    already show text give way (once per burst, GIVE_WAY_MAX_SECONDS at most).
+
+    In a burst every question's work before its first token (its trip to the database thread, the
+    search, the request to the model) queues behind whatever else the process does, and streaming
+    two hundred answers is most of that: each token is parsed, filtered, rendered and sent. An answer
+    that gives way stops reading its model's stream (the tokens wait in the socket and go out in one
+    frame when it goes on) and a finished one waits before it is stored, rated and routed. An answer
+    gives way at most once while the same questions wait (`epoch` counts the times the process had
+    none waiting), so under a load that never lets up every answer still streams, paused once.
+    """
+
+    def __init__(self) -> None:
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waiting] = weakref.WeakKeyDictionary()
+
+    def _state(self) -> _Waiting:
+        loop = asyncio.get_running_loop()
+        state = self._loops.get(loop)
+        if state is None:
+            state = self._loops[loop] = _Waiting()
+        return state
+
+    def begin(self, turn: Turn) -> None:
+        if not turn.waits_first_token:
+            turn.waits_first_token = True
+            self._state().count += 1
+
+    def end(self, turn: Turn) -> None:
+        if not turn.waits_first_token:
+            return
+        turn.waits_first_token = False
+        state = self._state()
+        state.count -= 1
+        if state.count <= 0:
+            state.count = 0
+            state.epoch += 1
+            waiters, state.waiters = state.waiters, []
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    @property
+    def waiting(self) -> int:
+        return self._state().count
+
+    async def give_way(self, turn: Turn) -> None:
+        """Pause this answer while questions wait for their first token (see the class)."""
+        state = self._state()
+        if state.count == 0 or turn.gave_way_in == state.epoch:
+            return
+        turn.gave_way_in = state.epoch
+        waiter = asyncio.get_running_loop().create_future()
+        state.waiters.append(waiter)
+        try:
+            async with asyncio.timeout(GIVE_WAY_MAX_SECONDS):
+                await waiter
+        except TimeoutError:
+            pass
+        finally:
+            if waiter in state.waiters:
+                state.waiters.remove(waiter)
+
+
+@dataclass
+class _Waiting:
+    count: int = 0
+    epoch: int = 0
+    waiters: list[asyncio.Future] = field(default_factory=list)
+
+
+_first_tokens = _FirstTokens()
 
 
 def active_turn(session_id) -> Turn | None:
@@ -404,6 +506,8 @@ class _Streamer:
             await group_send_html(self.turn.session_id, html)
             if self.first_token_at is None:
                 self.first_token_at = time.perf_counter()
+                self.turn.mark("first_token")
+                _first_tokens.end(self.turn)
             _saver.note(self.turn.message_id, self.turn.text)
 
     async def close(self) -> None:
@@ -436,48 +540,259 @@ async def turn_start(
     """Create the draft, show the question and the draft to every tab, start the turn's task.
     `listener` (the JSON API) also receives the turn's TurnEvents; `model` and `request_id` are
     the caller's (default: the configured model, a new id)."""
-    key = str(session_id)
-    if key in _turns:
-        raise TurnInProgress(key)
-    # Reserve the slot before the first await: a second question cannot slip in meanwhile.
-    turn = Turn(session_id=key, message_id=0, question=user_message.content, model=model, request_id=request_id)
-    if listener is not None:
-        turn.listeners.append(listener)
-    _turns[key] = turn
-    try:
-        draft, user_html = await database_sync_to_async(_create_draft)(session_id, user_message)
-        turn.message_id = draft.pk
-        frame = render_partial(
-            "chat/_turn_start.html",
-            {"user_html": user_html, "turn": turn, "body": _draft_body(turn), "title": title, "session_id": session_id},
-        )
-        await group_send_html(session_id, frame)
-    except BaseException:
-        _turns.pop(key, None)
-        raise
-    turn.task = asyncio.create_task(_run(turn, user=user, user_message=user_message), name=f"chat-turn-{key}")
+    turn = _reserve(session_id, question=user_message.content, model=model, request_id=request_id, listener=listener)
+    prepared = await _begin(turn, _Ask(user=user, session_id=turn.session_id, message=user_message))
+    assert prepared is not None, "a stored question is always prepared"
+    await _launch(turn, user=user, prepared=prepared, title=title)
     return turn
 
 
-def _create_draft(session_id, user_message: Message) -> tuple[Message, str]:
-    """The answer's draft, and the question's HTML as an upsert: appended when new, replaced in place
-    when the page shows it already (a retry, a chat begun from the landing page). One trip to the
-    database thread: in a burst every trip waits behind every other question's."""
-    draft = services.message_create_draft(session_id=session_id, reply_to=user_message)
-    return draft, presenters.message_html(user_message, oob=True)
+async def turn_ask(
+    *, session_id, user, question: str, accepted: Callable[[], Awaitable[None]] | None = None
+) -> Turn | None:
+    """A new question from a tab: stored, its draft created and what the core needs read in one trip
+    to the database thread, shared with the questions that arrive with it (_Preparer); then
+    `accepted()` (the asking tab's composer may clear), the question and the draft to every tab, and
+    the turn's task. None when the session is gone (deleted meanwhile)."""
+    turn = _reserve(session_id, question=question)
+    prepared = await _begin(turn, _Ask(user=user, session_id=turn.session_id, question=question))
+    if prepared is None:
+        return None
+    if accepted is not None:
+        try:
+            await accepted()
+        except BaseException:
+            _release(turn)
+            raise
+    await _launch(turn, user=user, prepared=prepared, title=prepared.title)
+    return turn
 
 
-def _turn_inputs(user, session_id: str, user_message: Message) -> tuple[list[str], list[Any], list[Any]]:
-    """What the core is told about the asker and the conversation, read in one trip: the tags they
-    may read, their glossary, the history before the question."""
+@dataclass(frozen=True)
+class _Ask:
+    """What a turn needs prepared: a new question to store (`question`), or a stored one to answer
+    again (`message`: a retry, a regenerate, an edit, a chat begun from the landing page, the API)."""
+
+    user: Any
+    session_id: str
+    question: str = ""
+    message: Message | None = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    question: Message
+    draft: Message
+    user_html: str
+    inputs: TurnInputs
+    title: str = ""
+
+
+def _reserve(session_id, *, question: str, model=None, request_id=None, listener=None) -> Turn:
+    """The session's one slot, taken before the first await: a second question cannot slip in."""
+    key = str(session_id)
+    if key in _turns:
+        raise TurnInProgress(key)
+    turn = Turn(session_id=key, message_id=0, question=question, model=model, request_id=request_id)
+    if listener is not None:
+        turn.listeners.append(listener)
+    _turns[key] = turn
+    _first_tokens.begin(turn)
+    return turn
+
+
+def _release(turn: Turn) -> None:
+    _turns.pop(turn.session_id, None)
+    _first_tokens.end(turn)
+
+
+async def _begin(turn: Turn, ask: _Ask) -> _Prepared | None:
+    try:
+        prepared = await _preparer.prepare(ask)
+    except BaseException:
+        _release(turn)
+        raise
+    if prepared is None:
+        _release(turn)
+        return None
+    turn.message_id = prepared.draft.pk
+    turn.question = prepared.question.content
+    turn.inputs = prepared.inputs
+    turn.mark("prepared")
+    return prepared
+
+
+async def _launch(turn: Turn, *, user, prepared: _Prepared, title: str) -> None:
+    try:
+        frame = render_partial(
+            "chat/_turn_start.html",
+            {
+                "user_html": prepared.user_html,
+                "turn": turn,
+                "body": _draft_body(turn),
+                "title": title,
+                "session_id": turn.session_id,
+            },
+        )
+        await group_send_html(turn.session_id, frame)
+        turn.mark("shown")
+    except BaseException:
+        _release(turn)
+        raise
+    turn.task = asyncio.create_task(
+        _run(turn, user=user, user_message=prepared.question), name=f"chat-turn-{turn.session_id}"
+    )
+
+
+def question_store(*, user, session_id, question: str) -> tuple[ChatSession, Message] | None:
+    """The asker's session (None once deleted) and their stored question (a client process stores
+    the question, then hands the turn to the holder)."""
+    session = selectors.session_for_user(user=user, session_id=session_id)
+    if session is None:
+        return None
+    return session, services.message_create_user(session=session, content=question)
+
+
+class _Preparer:
+    """Questions that arrive together are prepared in one trip to the database thread.
+
+    Before its search a turn needs its question stored, its draft created and the question's HTML,
+    the asker's tags and glossary and the conversation so far: nine statements one by one. In a
+    burst every trip to the process's one database thread waits behind all the others', and every
+    statement gives Python's GIL away and waits to get it back from the busy event loop (a burst of
+    200 questions spent 15 ms a question there against 3.5 ms alone). No collection window is waited
+    for: an ask that finds the preparer idle goes at once; asks that arrive while a batch runs go
+    together into the next one (at most PREPARE_BATCH), stored with a few statements for all of them.
+    """
+
+    def __init__(self) -> None:
+        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AskQueue] = weakref.WeakKeyDictionary()
+        self.batches = 0  # trips made, and the asks they prepared
+        self.asks = 0
+
+    async def prepare(self, ask: _Ask) -> _Prepared | None:
+        loop = asyncio.get_running_loop()
+        queue = self._queues.get(loop)
+        if queue is None:
+            queue = self._queues[loop] = _AskQueue()
+        future: asyncio.Future[_Prepared | None] = loop.create_future()
+        queue.waiting.append((ask, future))
+        if queue.worker is None or queue.worker.done():
+            # A context of its own: never a request's thread-sensitive executor (the JSON API's).
+            queue.worker = loop.create_task(self._drain(queue), context=contextvars.Context())
+        return await future
+
+    async def _drain(self, queue: _AskQueue) -> None:
+        while queue.waiting:
+            batch = [(ask, future) for ask, future in queue.waiting[:PREPARE_BATCH] if not future.done()]
+            del queue.waiting[:PREPARE_BATCH]
+            if not batch:
+                continue
+            try:
+                results = await database_sync_to_async(_prepare_batch)([ask for ask, _ in batch])
+            except Exception as e:
+                results = [e] * len(batch)
+            self.batches += 1
+            self.asks += len(batch)
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():
+                    continue
+                if isinstance(result, Exception):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+
+
+@dataclass
+class _AskQueue:
+    waiting: list[tuple[_Ask, asyncio.Future]] = field(default_factory=list)
+    worker: asyncio.Task | None = None
+
+
+_preparer = _Preparer()
+
+
+def _prepare_batch(asks: list[_Ask]) -> list[_Prepared | None | Exception]:
+    """Every ask prepared, in order (None: its session is gone or not the asker's). The writes go in
+    one transaction; if it fails, each ask's writes are tried alone, so one bad ask (its session
+    deleted meanwhile) fails only itself. The reads that follow are never retried: they would not
+    redo the writes."""
+    try:
+        stored: list[_Stored | None | Exception] = list(_store_asks(asks))
+    except Exception:
+        if len(asks) == 1:
+            raise
+        stored = []
+        for ask in asks:
+            try:
+                stored.extend(_store_asks([ask]))
+            except Exception as e:
+                stored.append(e)
+    ready = [(ask, item) for ask, item in zip(asks, stored, strict=True) if isinstance(item, _Stored)]
+    prepared = iter(_with_inputs(ready))
+    return [next(prepared) if isinstance(item, _Stored) else item for item in stored]
+
+
+@dataclass(frozen=True)
+class _Stored:
+    question: Message
+    draft: Message
+    title: str
+
+
+def _store_asks(asks: list[_Ask]) -> list[_Stored | None]:
+    """The new questions stored, each in a session its asker owns (checked by the access policy, one
+    query per asker), and every ask's draft: one transaction of a few statements for the batch."""
+    from access.policy import owned_sessions
+
+    sessions: dict[int, ChatSession] = {}
+    by_user: dict[Any, list[int]] = {}
+    for i, ask in enumerate(asks):
+        if ask.message is None:
+            by_user.setdefault(ask.user.pk, []).append(i)
+    for indexes in by_user.values():
+        owned = owned_sessions(user=asks[indexes[0]].user, session_ids=[asks[i].session_id for i in indexes])
+        for i in indexes:
+            if (session := owned.get(asks[i].session_id)) is not None:
+                sessions[i] = session
+    new = sorted(sessions)
+    with transaction.atomic():
+        fresh = services.messages_create_user(questions=[(sessions[i], asks[i].question) for i in new])
+        questions = {i: ask.message for i, ask in enumerate(asks) if ask.message is not None}
+        questions.update(zip(new, fresh, strict=True))
+        order = sorted(questions)
+        drafts = services.messages_create_draft(questions=[questions[i] for i in order])
+    by_index = dict(zip(order, drafts, strict=True))
+    return [
+        _Stored(questions[i], by_index[i], sessions[i].title if i in sessions else "") if i in questions else None
+        for i in range(len(asks))
+    ]
+
+
+def _with_inputs(ready: list[tuple[_Ask, _Stored]]) -> list[_Prepared]:
+    """Each stored ask with its question's HTML (an upsert: appended when new, replaced in place when
+    the page shows it already) and its turn's inputs: the history of every session in one query, the
+    tags and glossary once per asker."""
     from access.policy import readable_tag_slugs
     from documents.selectors import glossary_entries_for
 
-    return (
-        readable_tag_slugs(user=user),
-        glossary_entries_for(user=user),
-        selectors.session_history(session_id=session_id, before=user_message),
-    )
+    histories = selectors.sessions_history(questions=[(ask.session_id, item.question) for ask, item in ready])
+    readers: dict[Any, tuple[list[str], list[Any]]] = {}
+    prepared = []
+    for (ask, item), history in zip(ready, histories, strict=True):
+        if ask.user.pk not in readers:
+            readers[ask.user.pk] = (readable_tag_slugs(user=ask.user), glossary_entries_for(user=ask.user))
+        tags, glossary = readers[ask.user.pk]
+        prepared.append(
+            _Prepared(
+                question=item.question,
+                draft=item.draft,
+                user_html=presenters.message_html(item.question, oob=True),
+                inputs=TurnInputs(tags=tags, glossary=glossary, history=history),
+                title=item.title,
+            )
+        )
+    return prepared
 
 
 async def _run(turn: Turn, *, user, user_message: Message) -> None:
@@ -486,13 +801,15 @@ async def _run(turn: Turn, *, user, user_message: Message) -> None:
     except Exception:  # the task's last resort: never leave a draft streaming forever
         logger.exception("chat turn crashed", extra={"event": "chat_turn_crashed", "session_id": turn.session_id})
     finally:
-        _turns.pop(turn.session_id, None)
+        _release(turn)
         _notify(turn, TurnEvent("closed"))
 
 
 async def _answer(turn: Turn, *, user, user_message: Message) -> None:
     rag = runtime.rag_service()
-    tags, glossary, history = await database_sync_to_async(_turn_inputs)(user, turn.session_id, user_message)
+    inputs = turn.inputs
+    assert inputs is not None, "read by _prepare before the task starts"
+    tags, glossary, history = inputs.tags, inputs.glossary, inputs.history
     retrieval_query, strategy = build_retrieval_query(query=turn.question, history=history)
     request = RAGRequest(
         query=turn.question,
@@ -514,13 +831,17 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
                 turn.text += event.text
                 _notify(turn, TurnEvent("token", text=event.text))
                 await streamer.on_token()
+                await _first_tokens.give_way(turn)
             elif isinstance(event, ContextEvent):
+                turn.mark("context")
                 turn.passages = presenters.passages_from_results(event.results)
             elif isinstance(event, StageEvent):
                 await streamer.drain()
+                shown = turn.stage == event.stage  # the draft starts out "searching": no frame to say it again
                 turn.stage = event.stage
                 _notify(turn, TurnEvent("stage", text=event.stage))
-                await group_send_html(turn.session_id, _stage_html(turn))
+                if not shown:
+                    await group_send_html(turn.session_id, _stage_html(turn))
             elif isinstance(event, FinalEvent):
                 final = event.response
     except Exception as e:  # RAGServiceError and anything unexpected: the turn ends as failed, never hangs
@@ -538,7 +859,21 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         raise
     await streamer.close()
     assert final is not None, "RAGService.stream() ends with a FinalEvent or raises"
+    await _first_tokens.give_way(turn)  # stored, and routed, once waiting questions have their first token
     await _complete(turn, final)
+
+
+def _write_timeline(turn: Turn) -> None:
+    """One JSON line per turn (its steps' wall times) to settings.RAGCHAT_TURN_TIMELINE, if set:
+    `manage.py bench` reads where a burst's time goes from it."""
+    path = getattr(settings, "RAGCHAT_TURN_TIMELINE", "")
+    if not path:
+        return
+    try:
+        with open(path, "a", encoding="utf-8") as out:
+            out.write(json.dumps({"session_id": turn.session_id, "message_id": turn.message_id, **turn.marks}) + "\n")
+    except OSError as e:
+        logger.warning("turn timeline not written: %s", e)
 
 
 def _final_fields(response: RAGResponse) -> dict[str, Any]:
@@ -605,6 +940,8 @@ def _store(message_id: int, fields: dict[str, Any]) -> tuple[Message, str]:
 
 async def _publish_final(turn: Turn, message: Message, html: str) -> None:
     await group_send_html(turn.session_id, html)
+    turn.mark("final")
+    _write_timeline(turn)
     await database_sync_to_async(_signal_completed)(message)
     _notify(turn, TurnEvent("final", message=message))
 

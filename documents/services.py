@@ -28,7 +28,7 @@ from django.utils.text import slugify
 
 from access import policy
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
-from ragchat import runtime
+from ragchat import live, runtime
 from ragchat.services.errors import DocumentError, EmbeddingError, VectorStoreError
 from ragchat.services.ingestion import document_name, ingest_document
 from ragchat.services.parsing import ParsedDocument, detect_kind, safe_filename
@@ -259,7 +259,7 @@ def document_mark_outdated(*, document: Document, user, note: str = "") -> Docum
     document.outdated_by = user
     document.outdated_note = (note or "").strip()[:2000]
     document.save(update_fields=["outdated_at", "outdated_by", "outdated_note", "updated_at"])
-    transaction.on_commit(lambda: async_to_sync(broadcast_document)(document))
+    transaction.on_commit(lambda: live.send_soon(broadcast_document, document))
     logger.info("document marked outdated", extra={"event": "document_outdated", "document_id": str(document.pk)})
     return document
 
@@ -270,7 +270,7 @@ def document_clear_outdated(*, document: Document) -> Document:
     document.outdated_by = None
     document.outdated_note = ""
     document.save(update_fields=["outdated_at", "outdated_by", "outdated_note", "updated_at"])
-    transaction.on_commit(lambda: async_to_sync(broadcast_document)(document))
+    transaction.on_commit(lambda: live.send_soon(broadcast_document, document))
     return document
 
 
@@ -504,14 +504,4 @@ def document_delete(*, document: Document, actor=None, request=None, reason: str
 
 
 def _notify_deleted(*, tenant_id: str, document_id: str) -> None:
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(
-            progress_group(tenant_id), {"type": "document.changed", "document_id": document_id}
-        )
-    except Exception as e:
-        logger.warning("document delete push failed: %s", e)
+    live.group_send(progress_group(tenant_id), {"type": "document.changed", "document_id": document_id})

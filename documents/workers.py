@@ -27,13 +27,13 @@ import threading
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from documents.models import CrawlRun, Document, IngestionWorker
 from documents.services import STAGE_CLEANUP_PENDING, broadcast_document
+from ragchat import live
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def _resume_document(document_id: str, result: SweepResult) -> None:
 def _broadcast(document_id: str) -> None:
     document = Document.objects.filter(pk=document_id).first()
     if document is not None:
-        async_to_sync(broadcast_document)(document)
+        live.send_soon(broadcast_document, document)
 
 
 class Heartbeat:

@@ -224,6 +224,9 @@ RAGCHAT_CRAWL_TIMEOUT_SECONDS = env.float("RAGCHAT_CRAWL_TIMEOUT_SECONDS", defau
 RAGCHAT_SYNC_FOLDERS = env.str("RAGCHAT_SYNC_FOLDERS", default="")
 # How often the server looks for due re-crawls, configured folders, reminders and digests (minutes; 0: never).
 RAGCHAT_SCHEDULE_MINUTES = env.int("RAGCHAT_SCHEDULE_MINUTES", default=15)
+# A file where every chat turn appends one JSON line of its steps' times (manage.py bench: where a
+# burst's time goes); unset: nothing is written.
+RAGCHAT_TURN_TIMELINE = env("RAGCHAT_TURN_TIMELINE", default="")
 
 # Health: Ollama is optional in embedded mode (answers degrade to cited passages + routing).
 RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)

@@ -14,11 +14,10 @@ import logging
 from collections.abc import Iterable
 from enum import StrEnum
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
 from django.core.mail import send_mail
 
+from ragchat.live import group_send
 from routing.models import NotificationPreference
 
 logger = logging.getLogger(__name__)
@@ -62,16 +61,6 @@ def wants_email(user, kind: Kind) -> bool:
     if kind == Kind.DIGEST:
         return pref.digest == NotificationPreference.Digest.DAILY
     return bool(getattr(pref, _FIELD[kind]))
-
-
-def group_send(group: str, event: dict) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(group, event)
-    except Exception as e:  # live updates are a nicety: the page shows it on reload
-        logger.warning("routing: live push failed: %s", e, extra={"event": "routing_push_failed"})
 
 
 def push(user_ids: Iterable, event: dict) -> None:

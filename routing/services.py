@@ -121,10 +121,15 @@ class QueryEmbedding(NamedTuple):
 
 def _embed(text: str) -> QueryEmbedding:
     """Call it before opening a transaction: embedding takes a while, and an open write transaction
-    holds SQLite's write lock for every other writer meanwhile."""
+    holds SQLite's write lock for every other writer meanwhile. A routed answer's query was embedded
+    for its search moments ago: the cache has it, and the database thread does not wait for the
+    event loop."""
     embedder = runtime.embedder()
+    cached = getattr(embedder, "cached_query", None)
     try:
-        vector = async_to_sync(embedder.embed_query)(text)
+        vector = cached(text) if cached is not None else None
+        if vector is None:
+            vector = async_to_sync(embedder.embed_query)(text)
     except Exception as e:  # grouping is a convenience: the question is routed on its own
         logger.warning("routing: embedding for grouping failed: %s", e, extra={"event": "routing_embed_failed"})
         return QueryEmbedding([], "")

@@ -447,6 +447,12 @@ class CachedEmbedder(_Wrapper):
             found = [v if v is not None else fresh[k] for k, v in zip(keys, found)]
         return [list(v) for v in found]  # type: ignore[arg-type]
 
+    def cached_query(self, text: str) -> list[float] | None:
+        """The query's vector when the cache holds it, without a model call or an await (sync callers
+        on a worker thread: a trip to the event loop waits behind everything the loop does)."""
+        vector = self._get(self._key("query", text))
+        return list(vector) if vector is not None else None
+
     async def embed_query(self, text: str) -> list[float]:
         key = self._key("query", text)
         vector = self._get(key)

@@ -53,7 +53,9 @@ async def test_answer_streams_in_order_and_is_stored(chat_session, corpus, fake_
     final = await ask_and_finish(tab, VACATION_Q)
     kinds = [frame_kind(f) for f in tab.frames]
     kinds = [k for i, k in enumerate(kinds) if k != "tokens" or kinds[i - 1] != "tokens"]  # runs of tokens as one
-    assert kinds == ["note", "question+draft", "stage:searching", "stage:generating", "tokens", "stage:rating", "final"]
+    # The draft arrives saying "searching": no stage frame repeats it.
+    assert kinds == ["note", "question+draft", "stage:generating", "tokens", "stage:rating", "final"]
+    assert "Searching your documents" in tab.frames[1]
 
     user_msg, answer = await messages_of(chat_session)
     assert (user_msg.role, user_msg.content) == ("user", VACATION_Q)
@@ -579,3 +581,70 @@ async def test_a_models_own_citation_style_and_thinking_reach_the_page_cleaned(
     assert empty.content == "" and empty.error == turns.MSG_EMPTY and turns.MSG_EMPTY in final
     assert empty.passages and "Passages found" in final
     await tab.close()
+
+
+async def test_questions_asked_together_share_one_trip_to_the_database_and_all_get_answers(
+    user, corpus, fake_ollama, django_user_model
+):
+    """A burst: every question is stored once, in its own session, with its own draft and answer;
+    those that arrive while a batch is being prepared are prepared together."""
+    fake_ollama.reply_citing(2, words=6)
+    sessions = [await sync_to_async(ChatSession.objects.create)(owner=user) for _ in range(6)]
+    tabs = [await open_tab(user, s.pk) for s in sessions]
+    for tab in tabs:
+        assert await tab.connect()
+    batches, asks = turns._preparer.batches, turns._preparer.asks
+    await asyncio.gather(*(tab.ask(f"{VACATION_Q} ({i})") for i, tab in enumerate(tabs)))
+    finals = await asyncio.gather(*(tab.until_final() for tab in tabs))
+    await turns.wait_idle()
+    assert all('data-status="complete"' in final for final in finals)
+    assert turns._preparer.asks - asks == 6 and turns._preparer.batches - batches < 6
+    for i, session in enumerate(sessions):
+        question, answer = await messages_of(session)
+        assert (question.role, question.content) == ("user", f"{VACATION_Q} ({i})")
+        assert answer.reply_to_id == question.pk and answer.status == Message.Status.COMPLETE
+        refreshed = await sync_to_async(ChatSession.objects.get)(pk=session.pk)
+        assert refreshed.title.startswith("How many vacation days") and refreshed.title.endswith(f"({i})")
+    for tab in tabs:
+        await tab.close()
+
+
+def test_a_batch_prepares_each_ask_as_alone_and_a_bad_ask_fails_only_itself(user, other_user, corpus):
+    from chat import services
+
+    mine = [ChatSession.objects.create(owner=user) for _ in range(2)]
+    theirs = ChatSession.objects.create(owner=other_user)
+    earlier = services.message_create_user(session=mine[1], content="Where is the office?")
+    done = services.message_create_draft(reply_to=earlier)
+    services.message_finish(message=done, fields={"content": "In Berlin.", "status": Message.Status.COMPLETE})
+    asks = [
+        turns._Ask(user=user, session_id=str(mine[0].pk), question="How many vacation days?"),
+        turns._Ask(user=user, session_id=str(theirs.pk), question="Someone else's chat"),  # not the asker's
+        turns._Ask(user=user, session_id=str(mine[1].pk), question="And parking?"),
+    ]
+    first, refused, follow_up = turns._prepare_batch(asks)
+    assert refused is None
+    assert not Message.objects.filter(session=theirs).exists()  # nothing stored in a chat not theirs
+    assert first.question.content == "How many vacation days?" and first.draft.reply_to_id == first.question.pk
+    assert first.inputs.history == [] and first.title == "How many vacation days?"
+    assert [(m.role, m.content) for m in follow_up.inputs.history] == [
+        ("user", "Where is the office?"),
+        ("assistant", "In Berlin."),
+    ]
+    assert follow_up.title == "Where is the office?"  # named by its first question, not renamed
+    alone = turns._prepare_batch([asks[2]])[0]  # the same ask alone: the same history and tags
+    assert alone.inputs.history[:2] == follow_up.inputs.history and alone.inputs.tags == follow_up.inputs.tags
+
+    # A question whose chat was deleted meanwhile (a regenerate racing a delete): its draft cannot
+    # be stored, which fails the batch's transaction; each ask is then stored alone.
+    gone = ChatSession.objects.create(owner=user)
+    orphan = services.message_create_user(session=gone, content="Lost")
+    gone.delete()
+    ok, failed = turns._prepare_batch(
+        [
+            turns._Ask(user=user, session_id=str(mine[0].pk), question="Next question"),
+            turns._Ask(user=user, session_id=str(gone.pk), message=orphan),
+        ]
+    )
+    assert ok.question.content == "Next question" and isinstance(failed, Exception)
+    assert Message.objects.filter(content="Next question").count() == 1

@@ -94,8 +94,8 @@ def test_a_new_source_list_restarts_the_draft_renderer():
 @pytest.mark.django_db
 def test_partial_saves_batch_growing_drafts_and_leave_finished_answers(chat_session):
     question = services.message_create_user(session=chat_session, content="How many vacation days?")
-    streaming = services.message_create_draft(session_id=chat_session.pk, reply_to=question)
-    finished = services.message_create_draft(session_id=chat_session.pk, reply_to=question)
+    streaming = services.message_create_draft(reply_to=question)
+    finished = services.message_create_draft(reply_to=question)
     services.message_finish(message=finished, fields={"content": "Final.", "status": Message.Status.COMPLETE})
     services.message_save_partials(contents={streaming.pk: "Twenty", finished.pk: "stale partial"})
     streaming.refresh_from_db()

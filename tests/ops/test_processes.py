@@ -107,10 +107,10 @@ def test_a_client_never_opens_the_embedded_store(embedded, tmp_path):
 @pytest.mark.django_db
 def test_answers_left_streaming_by_a_dead_process_are_closed(people_session):
     session, question = people_session
-    partial = chat_services.message_create_draft(session_id=session.pk, reply_to=question)
+    partial = chat_services.message_create_draft(reply_to=question)
     Message.objects.filter(pk=partial.pk).update(content="Half an ans")
-    empty = chat_services.message_create_draft(session_id=session.pk, reply_to=question)
-    later = chat_services.message_create_draft(session_id=session.pk, reply_to=question)
+    empty = chat_services.message_create_draft(reply_to=question)
+    later = chat_services.message_create_draft(reply_to=question)
     Message.objects.filter(pk=later.pk).update(created_at=timezone.now() + timedelta(minutes=5))
 
     assert chat_services.drafts_interrupt_stale(started_before=timezone.now()) == 2
@@ -126,7 +126,7 @@ def test_answers_left_streaming_by_a_dead_process_are_closed(people_session):
 @pytest.mark.django_db
 def test_a_session_is_busy_while_another_process_writes_its_answer(people_session, settings):
     session, question = people_session
-    chat_services.message_create_draft(session_id=session.pk, reply_to=question)
+    chat_services.message_create_draft(reply_to=question)
     settings.REDIS_URL = ""
     assert turns.session_busy_sync(session.pk) is False  # one process: its registry is the truth
     settings.REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -32,7 +32,7 @@ def work(worker):
     try:
         for i in range(int(sys.argv[2])):
             message = services.message_create_user(session=session, content=f"{sys.argv[1]}-{worker}-{i}")
-            draft = services.message_create_draft(session_id=session.pk, reply_to=message)
+            draft = services.message_create_draft(reply_to=message)
             services.message_save_partials(contents={draft.pk: "partial " * i})
             Document.objects.create(title=f"doc {worker} {i}", original_filename="x.txt", file="originals/x.txt",
                                     content_hash=uuid.uuid4().hex, status="ready")

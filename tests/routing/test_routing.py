@@ -467,3 +467,16 @@ async def test_admin_publishes_an_untagged_fallback_answer_under_a_chosen_tag(
     document = await Document.objects.aget(pk=question.published_document_id)
     assert document.status == "ready" and document.chunk_metadata["verified_by"] == "root"
     assert await sync_to_async(lambda: list(document.tags.values_list("slug", flat=True)))() == ["facilities"]
+
+
+async def test_a_routed_answer_is_grouped_with_the_embedding_its_search_made(asker, owner, corpus, fake_ollama):
+    """Routing runs on the database thread: it takes the query's vector from the cache the search
+    filled instead of asking the event loop to embed it again (a trip that waited behind the loop)."""
+    from ragchat import runtime
+    from routing.services import _embed
+
+    _, answer = await ask(asker, PARKING_Q)
+    embedder = runtime.embedder()
+    misses = embedder.misses
+    vector, model = await sync_to_async(_embed)(answer.retrieval_query)
+    assert vector and model and embedder.misses == misses
