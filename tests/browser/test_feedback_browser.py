@@ -137,15 +137,21 @@ def test_mark_source_outdated_warns_on_the_citation(server, chromium, fake_ollam
 
 def test_vote_without_script_and_ask_the_owner_with_it(server, chromium, fake_ollama):
     """The answer's forms post in a browser without script (the page's CSRF token is in them) and,
-    on an answer the websocket rendered (no token in the form), through htmx's header."""
+    on an answer the websocket rendered (no token in the form), through htmx's header. Without
+    script the page says the live chat needs it and hides what would do nothing."""
     employee_ctx, employee = _sign_in(chromium, server, "erin")
     _ask_cited(employee, fake_ollama, "Where do I pick up the garage permit?")
     chat_url = employee.url
+    # With script: the live controls, and no word about script.
+    for selector in SCRIPT_ONLY:
+        assert employee.locator(f"{selector}:visible").count() >= 1, selector
+    assert employee.locator(".noscript-note").count() == 0 and "needs JavaScript" not in employee.inner_text("body")
 
     no_script = chromium.new_context(java_script_enabled=False, viewport={"width": 1280, "height": 860})
     page = no_script.new_page()
     sign_in(page, server, "erin", PASSWORD)
     page.goto(chat_url)
+    _chat_without_script_is_honest(page, "chat-no-script-desktop.png")
     page.locator("article.msg-assistant").last.locator("button.fb-up").click()
     page.wait_for_selector("article.msg-assistant .feedback[data-vote='1']")
     assert "Thanks for the feedback." in page.inner_text("article.msg-assistant .feedback")
@@ -160,6 +166,7 @@ def test_vote_without_script_and_ask_the_owner_with_it(server, chromium, fake_ol
     page = phone.new_page()
     sign_in(page, server, "erin", PASSWORD)
     page.goto(chat_url)
+    _chat_without_script_is_honest(page, "chat-no-script-phone.png")
     _refused_vote_without_script(page, chat_url, answer_id, "feedback-refused-no-script-phone.png")
     phone.close()
 
@@ -169,6 +176,26 @@ def test_vote_without_script_and_ask_the_owner_with_it(server, chromium, fake_ol
     employee.wait_for_selector("article.msg-assistant .route-notice:has-text('You asked Olivia Owens')")
     assert employee.url == chat_url and answer.locator("button.btn-ask").count() == 0
     employee_ctx.close()
+
+
+# What needs script on the chat page: the composer (its questions go over the websocket), the
+# connection state, Regenerate and Copy on the last answer, the theme switch.
+SCRIPT_ONLY = ("#composer", "#conn", ".regen", ".msg-copy", ".theme-switch")
+
+
+def _chat_without_script_is_honest(page, screenshot: str) -> None:
+    """Without script the chat page says the live chat needs it, instead of "Connecting…" forever,
+    and shows no control that would do nothing; the answer's forms that post without script (the
+    vote, "Ask the owner") and the chat's own history stay."""
+    notice = page.locator(".noscript-note")
+    assert notice.is_visible() and notice.inner_text().startswith("The live chat needs JavaScript")
+    for selector in (*SCRIPT_ONLY, ".chat-drawer-toggle", ".stop-form", ".cite-close", ".cite-more"):
+        assert page.locator(f"{selector}:visible").count() == 0, selector
+    assert "Connecting" not in page.inner_text("body")
+    answer = page.locator("article.msg-assistant").last
+    assert answer.locator(".msg-body").is_visible() and answer.locator(".cite-marker").first.is_visible()
+    assert answer.locator("button.fb-up").is_visible() and answer.locator("button.btn-ask").is_visible()
+    page.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
 
 
 def _refused_vote_without_script(page, chat_url: str, answer_id: str, screenshot: str) -> None:

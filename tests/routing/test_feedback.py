@@ -212,7 +212,7 @@ async def test_vote_and_ask_the_owner_forms_post_without_script(asker, owner, co
 
 def flashes(page: str) -> list[str]:
     """The messages the page says at its top (Django's messages framework), as text."""
-    return [re.sub(r"<[^>]+>", "", p) for p in re.findall(r'<p class="flash-[a-z]+">(.*?)</p>', page, re.DOTALL)]
+    return [re.sub(r"<[^>]+>", "", p) for p in re.findall(r'<p class="flash-[a-z]+"[^>]*>(.*?)</p>', page, re.DOTALL)]
 
 
 async def refused_without_script(user, url, data, *, back_to) -> str:
@@ -235,7 +235,7 @@ async def test_a_refused_post_without_script_ends_on_the_chat_page_saying_why(as
     page_url = reverse("chat:session", args=[session.pk])
 
     page = await refused_without_script(asker, vote_url(answer), {"vote": "7"}, back_to=answer)
-    assert flashes(page) == ["Choose helpful or not helpful."] and 'class="flash-error"' in page
+    assert flashes(page) == ["Choose helpful or not helpful."] and 'class="flash-error" role="alert"' in page
     page = await refused_without_script(asker, vote_url(answer), {"vote": "-1", "reason": "because"}, back_to=answer)
     assert flashes(page) == ["Choose one of the reasons."]
     page = await refused_without_script(

@@ -1,0 +1,138 @@
+"""The error pages in a real browser, on a server with DEBUG off as in production (the other browser
+tests' servers run with DEBUG on, which shows Django's debug pages instead): a chat that is not
+yours, and a form that expired because you signed in again in another tab. Each is the app's page
+under its Content-Security-Policy (no violation), passes axe-core, and is screenshot at desktop and
+phone widths (test-artifacts/)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from tests.browser.conftest import ARTIFACTS, LiveServer, sign_in
+from tests.browser.test_axe_browser import AXE, axe_problems
+from tests.browser.test_csp_browser import SETUP
+
+pytestmark = pytest.mark.browser
+
+NOT_FOUND = "There is nothing to show at this address."
+EXPIRED = (
+    "This page was open too long, or you signed in again in another tab, so its form expired and nothing was sent."
+)
+WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, ollama_server):
+    server = LiveServer(
+        data_dir=tmp_path_factory.mktemp("error-pages"),
+        ollama_url=ollama_server.url,
+        extra_env={"DJANGO_DEBUG": "false"},
+    )
+    server.manage("migrate", "-v0")
+    ids = json.loads(server.shell(SETUP).strip().splitlines()[-1])
+    server.start()
+    yield server, ids
+    server.stop()
+
+
+def _context(chromium, width, height):
+    """A context under the app's CSP, and the CSP violations its pages report."""
+    context = chromium.new_context(viewport={"width": width, "height": height})
+    violations: list[str] = []
+    context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    return context, violations
+
+
+def _looks_right(page, heading: str, sentence: str, screenshot: str) -> None:
+    main = page.inner_text("main")
+    assert page.locator("h1").inner_text() == heading and sentence in main
+    assert page.locator("header.topbar nav.topnav").is_visible()  # signed in: the app's own top bar
+    back = page.locator("main a.btn-primary")
+    assert back.inner_text() == "Back to your chats" and back.get_attribute("href") == "/"
+    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width[0] <= width[1] + 1, f"the page scrolls sideways: {width}"
+    page.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_someone_elses_chat_is_the_product_404(server, chromium, width, height):
+    live, ids = server
+    ARTIFACTS.mkdir(exist_ok=True)
+    label = "desktop" if width > 600 else "phone"
+    context, violations = _context(chromium, width, height)
+    page = context.new_page()
+    sign_in(page, live.url, "fiona", "pw-fiona-12345")
+    missing = page.goto(f"{live.url}/chat/{uuid.uuid4()}/")
+    assert missing.status == 404
+    missing_text = page.inner_text("main")
+    response = page.goto(f"{live.url}/chat/{ids['s1']}/")  # Emma's chat
+    assert response.status == 404 and page.inner_text("main") == missing_text
+    _looks_right(page, "Page not found", NOT_FOUND, f"error-404-{label}.png")
+    assert not violations, violations
+    context.close()
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chromium, width, height):
+    """Emma's chat is open in one tab; in another she signs out and in again (a new CSRF token);
+    back in the first tab she renames the chat: the expired-form page, and the chat keeps its name."""
+    live, ids = server
+    label = "desktop" if width > 600 else "phone"
+    context, violations = _context(chromium, width, height)
+    first = context.new_page()
+    sign_in(first, live.url, "emma", "pw-emma-12345")
+    chat_url = f"{live.url}/chat/{ids['s1']}/"
+    first.goto(chat_url)
+    title = first.inner_text("#chat-title")
+
+    second = context.new_page()
+    second.goto(live.url + "/")
+    second.click("form.topbar-user button[type=submit]")  # Sign out
+    second.wait_for_url("**/accounts/login/**")
+    sign_in(second, live.url, "emma", "pw-emma-12345")
+    second.close()
+
+    first.click(".chat-menu summary")
+    first.fill("#rename-title", "Renamed from a stale page")
+    with first.expect_navigation() as navigation:
+        first.click(".chat-menu button:has-text('Save name')")
+    assert navigation.value.status == 403
+    _looks_right(first, "The form expired", EXPIRED, f"error-csrf-{label}.png")
+    first.goto(chat_url)
+    assert first.inner_text("#chat-title") == title
+    assert not violations, violations
+    context.close()
+
+
+@pytest.mark.parametrize(
+    "view",
+    [
+        pytest.param({"viewport": {"width": 1280, "height": 800}, "color_scheme": "light"}, id="desktop-light"),
+        pytest.param({"viewport": {"width": 1280, "height": 800}, "color_scheme": "dark"}, id="desktop-dark"),
+        pytest.param({"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}, id="phone"),
+    ],
+)
+def test_the_error_pages_pass_axe(server, chromium, view):
+    assert AXE, "axe-core is missing: run `make axe` (make test does)"
+    live, ids = server
+    context = chromium.new_context(bypass_csp=True, **view)  # axe is injected as a script
+    page = context.new_page()
+    assert page.goto(live.url + "/no/such/page/").status == 404  # not signed in: "Sign in"
+    problems = {"404 signed out": axe_problems(page, AXE[-1].read_text())}
+    sign_in(page, live.url, "emma", "pw-emma-12345")
+    page.goto(f"{live.url}/chat/{uuid.uuid4()}/")
+    problems["404"] = axe_problems(page, AXE[-1].read_text())
+    page.goto(f"{live.url}/chat/{ids['s1']}/")
+    # A token that is not the cookie's, as an old page's would be: the expired-form page.
+    page.locator(".chat-menu input[name=csrfmiddlewaretoken]").first.evaluate("i => { i.value = 'x'.repeat(64); }")
+    page.click(".chat-menu summary")
+    with page.expect_navigation() as navigation:
+        page.click(".chat-menu button:has-text('Save name')")
+    assert navigation.value.status == 403 and EXPIRED in page.inner_text("main")
+    problems["403 CSRF"] = axe_problems(page, AXE[-1].read_text())
+    problems = {k: v for k, v in problems.items() if v}
+    context.close()
+    assert not problems, json.dumps(problems, indent=1)
