@@ -137,6 +137,7 @@ class Turn:
     waits_first_token: bool = False  # counted by _first_tokens until its first token is out
     gave_way_in: int = -1  # the burst (_first_tokens.epoch) this answer last gave way in
     marks: dict[str, float] = field(default_factory=lambda: {"asked": time.time()})  # step -> wall time
+    core_timings: dict[str, float] = field(default_factory=dict)  # the core's own (embed, search, ...), ms
 
     def mark(self, step: str) -> None:
         """When the turn reached a step (settings.RAGCHAT_TURN_TIMELINE: where a burst's time goes)."""
@@ -871,7 +872,8 @@ def _write_timeline(turn: Turn) -> None:
         return
     try:
         with open(path, "a", encoding="utf-8") as out:
-            out.write(json.dumps({"session_id": turn.session_id, "message_id": turn.message_id, **turn.marks}) + "\n")
+            record = {"session_id": turn.session_id, "message_id": turn.message_id, **turn.marks, "core": turn.core_timings}
+            out.write(json.dumps(record) + "\n")
     except OSError as e:
         logger.warning("turn timeline not written: %s", e)
 
@@ -901,6 +903,7 @@ def _final_fields(response: RAGResponse) -> dict[str, Any]:
 
 
 async def _complete(turn: Turn, response: RAGResponse) -> None:
+    turn.core_timings = dict(response.timings)
     await _publish_final(turn, *await database_sync_to_async(_store)(turn.message_id, _final_fields(response)))
 
 

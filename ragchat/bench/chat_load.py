@@ -89,6 +89,7 @@ class ScratchServer:
         self.say = say
         self.dir = Path(tempfile.mkdtemp(prefix="ragchat-bench-chat-"))
         self.fake_log = self.dir / "fake.log"
+        self.timeline = self.dir / "timeline.jsonl"  # one line per chat turn (settings.RAGCHAT_TURN_TIMELINE)
         self.fake: subprocess.Popen | None = None
         self.server: subprocess.Popen | None = None
         self.port = _free_port()
@@ -109,6 +110,7 @@ class ScratchServer:
             EMBEDDING_BACKEND=self.embedder,
             EMBEDDING_MODEL=EMBEDDERS[self.embedder],
             LOG_LEVEL="ERROR",
+            RAGCHAT_TURN_TIMELINE=str(self.timeline),
             # Production-like: DEBUG off (no query logging); plain ws/http on 127.0.0.1.
             DJANGO_DEBUG="false",
             DJANGO_SECRET_KEY=secrets.token_urlsafe(40),
@@ -187,6 +189,27 @@ class ScratchServer:
                 else:
                     starts.setdefault(int(parts[0]), float(parts[1]))
         return starts, ends
+
+    def turn_steps(self, session_ids: set[str], started: float) -> dict[str, Any]:
+        """Where a burst's time went: for each step of a chat turn, the seconds after the burst
+        began at which its turns reached it (p5 / p50 / p95), and the core's own embed and search
+        times (ms): from the server's turn timeline, for these sessions' turns."""
+        rows = []
+        if self.timeline.exists():
+            for line in self.timeline.read_text().splitlines():
+                row = json.loads(line)
+                if row.get("session_id") in session_ids and row.get("asked", 0) >= started - 1:
+                    rows.append(row)
+        steps: dict[str, Any] = {"turns": len(rows)}
+        for step in ("prepared", "shown", "context", "first_token", "final"):
+            seconds = [row[step] - started for row in rows if step in row]
+            if seconds:
+                steps[step] = [round(pct(seconds, q), 3) for q in (0.05, 0.5, 0.95)]
+        for stage in ("embed", "search"):
+            ms = [row["core"][stage] for row in rows if stage in row.get("core", {})]
+            if ms:
+                steps[f"{stage}_ms"] = [round(statistics.median(ms), 1), round(pct(ms, 0.95), 1)]
+        return steps
 
     def stop(self) -> None:
         if self.server is not None:
@@ -392,6 +415,7 @@ async def measure_concurrent(
         "server_cpu_s": round(cpu, 2) if cpu is not None else None,
         "server_cpu_pct": round(100 * cpu / wall, 1) if cpu is not None and wall > 0 else None,
         "server_rss_mb": round(rss, 1) if rss else None,
+        "steps": server.turn_steps({server.sessions[first_qid + i] for i in range(streams)}, started),
     }
 
 

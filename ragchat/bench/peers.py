@@ -239,7 +239,9 @@ def _ragchat(data: _Data, workdir: Path) -> tuple[float, Any]:
     build = time.perf_counter() - t0
 
     def search(vector: np.ndarray, tags: list[str]) -> list[int]:
-        stage = Stage(DENSE, vector.tolist(), access_conditions(user_tags=tags, tenant_id=TENANT), K)
+        # Like the peers (LanceDB selects its row, Chroma includes nothing), only the row's key comes back.
+        conditions = access_conditions(user_tags=tags, tenant_id=TENANT)
+        stage = Stage(DENSE, vector.tolist(), conditions, K, keys=("document_id", "chunk_index"))
         (hits,) = loop.run_until_complete(store.search_stages([stage]))
         return [data.row_of[(h.payload["document_id"], h.payload["chunk_index"])] for h in hits]
 

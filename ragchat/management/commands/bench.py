@@ -307,6 +307,22 @@ def format_table(report: dict) -> str:
             )
             if c["answer_errors"]:
                 lines.append(f"         answers the app failed: {c['statuses']} {c['answer_errors']}")
+            steps = c.get("steps") or {}
+            if steps.get("turns"):
+                reached = ", ".join(
+                    f"{step.replace('_', ' ')} {'/'.join(f'{s:.2f}' for s in steps[step])}"
+                    for step in ("prepared", "shown", "context", "first_token", "final")
+                    if step in steps
+                )
+                core = ", ".join(
+                    f"{stage} {'/'.join(str(v) for v in steps[f'{stage}_ms'])} ms"
+                    for stage in ("embed", "search")
+                    if f"{stage}_ms" in steps
+                )
+                lines.append(
+                    f"         where the time went: seconds after the burst began, p5/p50/p95: {reached};"
+                    f" the core's p50/p95: {core}"
+                )
         lines.append(f"memory   server peak RSS {chat['server_peak_rss_mb']} MB")
     lines.append(f"memory   bench process peak RSS {report.get('bench_process_peak_rss_mb')} MB")
     return "\n".join(lines)
