@@ -872,7 +872,12 @@ def _write_timeline(turn: Turn) -> None:
         return
     try:
         with open(path, "a", encoding="utf-8") as out:
-            record = {"session_id": turn.session_id, "message_id": turn.message_id, **turn.marks, "core": turn.core_timings}
+            record = {
+                "session_id": turn.session_id,
+                "message_id": turn.message_id,
+                **turn.marks,
+                "core": turn.core_timings,
+            }
             out.write(json.dumps(record) + "\n")
     except OSError as e:
         logger.warning("turn timeline not written: %s", e)
