@@ -562,9 +562,11 @@ async def turn_ask(
     if accepted is not None:
         try:
             await accepted()
-        except BaseException:
+        except asyncio.CancelledError:
             _release(turn)
             raise
+        except Exception as e:  # the asking tab went away: its question is stored, the answer still comes
+            logger.info("the asking tab was not told its question was accepted: %s", e)
     await _launch(turn, user=user, prepared=prepared, title=prepared.title)
     return turn
 
@@ -860,7 +862,14 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         raise
     await streamer.close()
     assert final is not None, "RAGService.stream() ends with a FinalEvent or raises"
-    await _first_tokens.give_way(turn)  # stored, and routed, once waiting questions have their first token
+    try:
+        await _first_tokens.give_way(turn)  # stored, and routed, once waiting questions have their first token
+    except asyncio.CancelledError:
+        # Stopped, or the process is stopping, while it waited to be stored: the answer is whole.
+        await asyncio.shield(_complete(turn, final))
+        if turn.stopped:
+            return
+        raise
     await _complete(turn, final)
 
 

@@ -648,3 +648,47 @@ def test_a_batch_prepares_each_ask_as_alone_and_a_bad_ask_fails_only_itself(user
     )
     assert ok.question.content == "Next question" and isinstance(failed, Exception)
     assert Message.objects.filter(content="Next question").count() == 1
+
+
+async def test_an_answer_paused_for_other_questions_streams_after_them_and_a_late_stop_keeps_it_whole(
+    chat_session, corpus, fake_ollama
+):
+    """First tokens first: while another question waits for its first token, this answer pauses
+    (after its first token, and before it is stored). A stop that reaches a finished answer while it
+    waits to be stored keeps it whole: it came too late to cut anything."""
+    fake_ollama.reply("Employees get twenty-five vacation days.")
+    waiting = turns.Turn(session_id="other-1", message_id=0, question="q")
+    turns._first_tokens.begin(waiting)  # another question of the process waits for its first token
+    tab = await open_tab(chat_session.owner, chat_session.pk)
+    assert await tab.connect()
+    await tab.ask(VACATION_Q)
+    while "-body" not in await tab.receive():  # the first token went out; now the answer gives way
+        pass
+    state = turns._first_tokens._state()
+    for _ in range(100):
+        if state.waiters:
+            break
+        await asyncio.sleep(0.01)
+    assert len(state.waiters) == 1, "the answer pauses while the other question waits"
+    # The other question gets its first token and, in the same instant, another starts waiting: a new
+    # burst, in which the answer gives way once more (at its next token, or before it is stored).
+    for n in range(2, 60):
+        turns._first_tokens.end(waiting)
+        waiting = turns.Turn(session_id=f"other-{n}", message_id=0, question="q")
+        turns._first_tokens.begin(waiting)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if state.waiters:
+                break
+        answering = turns.active_turn(chat_session.pk)
+        if state.waiters and answering is not None and answering.stage == "rating":
+            break  # rated and waiting to be stored
+    assert state.waiters and turns.active_turn(chat_session.pk).stage == "rating"
+    await tab.send({"stop": "1"})
+    final = await tab.until_final()
+    await turns.wait_idle()
+    turns._first_tokens.end(waiting)
+    _, answer = await messages_of(chat_session)
+    assert answer.status == Message.Status.COMPLETE and answer.error == ""
+    assert answer.content == "Employees get twenty-five vacation days." and 'data-status="complete"' in final
+    await tab.close()
