@@ -1,5 +1,8 @@
 """Time to first token and concurrent streaming, through a real websocket to a real server process.
 
+The server's CPU and memory figures include its child, the process that runs the embedding model
+(ragchat.services.onnx_model.ModelProcess).
+
 Three processes: this one (the websocket clients, which measure), a daphne server running the
 project in a scratch data directory (SQLite, in-memory channel layer, embedded Qdrant filled by
 server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with numbered answers.
@@ -37,7 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragchat.bench.common import pct, process_cpu_seconds, process_peak_rss_mb, process_rss_mb, start_fake_llm
+from ragchat.bench.common import (
+    family_total,
+    pct,
+    process_cpu_seconds,
+    process_peak_rss_mb,
+    process_rss_mb,
+    start_fake_llm,
+)
 from ragchat.bench.server_setup import QUESTION_TOPIC
 from ragchat.evaluation.runner import EMBEDDERS
 
@@ -213,7 +223,7 @@ class ScratchServer:
 
     def stop(self) -> None:
         if self.server is not None:
-            self.server_peak_mb = process_peak_rss_mb(self.server.pid)
+            self.server_peak_mb = family_total(process_peak_rss_mb, self.server.pid)
             self.server.terminate()
             try:
                 self.server.wait(timeout=15)
@@ -292,7 +302,7 @@ async def measure_open_websockets(server: ScratchServer, *, sockets: int) -> dic
 
     assert server.server is not None
     pid = server.server.pid
-    before = process_rss_mb(pid)
+    before = family_total(process_rss_mb, pid)
     stack: list[Any] = []
     failed = 0
     try:
@@ -312,7 +322,7 @@ async def measure_open_websockets(server: ScratchServer, *, sockets: int) -> dic
                 continue
             stack.append(ws)
         await asyncio.sleep(2.0)  # every consumer has joined its groups and sent its first frames
-        during = process_rss_mb(pid)
+        during = family_total(process_rss_mb, pid)
     finally:
         await asyncio.gather(*(ws.close() for ws in stack), return_exceptions=True)
     opened = len(stack)
@@ -363,14 +373,14 @@ async def measure_concurrent(
     ]
     for _ in range(streams):  # every client connected before anyone asks
         await asyncio.wait_for(ready.acquire(), 180)
-    cpu_before = process_cpu_seconds(server.server.pid) if server.server else None
+    cpu_before = family_total(process_cpu_seconds, server.server.pid) if server.server else None
     started = time.time()
     start.set()
     results: list[StreamResult] = await asyncio.gather(*tasks)
     wall = time.time() - started
-    cpu_after = process_cpu_seconds(server.server.pid) if server.server else None
+    cpu_after = family_total(process_cpu_seconds, server.server.pid) if server.server else None
     cpu = (cpu_after - cpu_before) if cpu_before is not None and cpu_after is not None else None
-    rss = process_rss_mb(server.server.pid) if server.server else None
+    rss = family_total(process_rss_mb, server.server.pid) if server.server else None
     starts, ends = server.reply_times()
     added: list[float] = []  # against the fake's schedule
     added_actual: list[float] = []  # against when the fake really sent it (interpolated)

@@ -187,6 +187,28 @@ def process_peak_rss_mb(pid: int) -> float | None:
     return None
 
 
+def process_family(pid: int) -> list[int]:
+    """The process and its children (the server's embedding process: onnx_model.ModelProcess)."""
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            children.append(int(stat.parent.name))
+    return [pid, *children]
+
+
+def family_total(measure, pid: int) -> float | None:
+    """`measure` (process_cpu_seconds, process_rss_mb, process_peak_rss_mb) summed over the process
+    and its children; None when the process itself cannot be read."""
+    values = [measure(p) for p in process_family(pid)]
+    if values[0] is None:
+        return None
+    return sum(v for v in values if v is not None)
+
+
 def process_cpu_seconds(pid: int) -> float | None:
     """Another process's user + system CPU time so far (from /proc/<pid>/stat), in seconds."""
     try:

@@ -107,6 +107,7 @@ class LocalEmbedder:
         self.runtime = runtime
         self.onnx_dir = onnx_dir
         self._onnx: Any = None
+        self._process: Any = None
 
     @property
     def model(self) -> Any:
@@ -122,12 +123,22 @@ class LocalEmbedder:
             )
         return self._onnx
 
+    @property
+    def process(self) -> Any:
+        """The ONNX runtimes' child process that embeds (onnx_model.ModelProcess: its own GIL)."""
+        if self._process is None:
+            from ragchat.services import onnx_model
+
+            self._process = onnx_model.model_process(
+                self.onnx_dir or None, self.runtime, max_tokens=LOCAL_MAX_SEQ_LENGTH, batch_size=self.batch_size
+            )
+        return self._process
+
     def _encode(self, texts: list[str]) -> list[list[float]]:
         try:
-            model = self.model
             if self.runtime != "torch":
-                return model.encode(texts)
-            array = model.encode(
+                return self.process.encode(texts)
+            array = self.model.encode(
                 texts,
                 batch_size=self.batch_size,
                 normalize_embeddings=True,

@@ -19,6 +19,7 @@ once to ONNX on this machine, offline, and run without torch.
 
 from __future__ import annotations
 
+import atexit
 import fcntl
 import logging
 import os
@@ -134,23 +135,13 @@ def _quantize(source: Path, target: Path) -> None:
 
 
 class OnnxModel:
-    """One ONNX Runtime session and the model's tokenizer; `encode` is thread-safe."""
+    """One ONNX Runtime session and the model's tokenizer; `encode` is thread-safe. The session is
+    made on the first `encode`: a process whose model runs in a child process (ModelProcess) only
+    counts tokens with it."""
 
     def __init__(self, path: Path, *, max_tokens: int, batch_size: int = 32, quantized: bool = False) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        # One thread per run, and as many runs at once as the process has cores (`_pool`): on the
-        # reference box two 1-thread runs give 108 chunks/s against 100 for one 2-thread run, and
-        # 84 when two callers (two files ingested at once) share a 2-thread session, whose spinning
-        # threads then fight over the cores. The pool is the one place that bounds the model's
-        # parallelism, whoever calls.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         tokenizer_file = str(packaged_model_dir() / "tokenizer.json")
         self._counter = Tokenizer.from_file(tokenizer_file)
         self._counter.no_truncation()
@@ -163,15 +154,45 @@ class OnnxModel:
         # alone (as fast on this CPU as batches: no padding), so a text always gets the same vector.
         self.batch_size = 1 if quantized else max(1, batch_size)
         self.path = path
+        self._session: Any = None
+        self._session_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=_cores(), thread_name_prefix="onnx-model")
+
+    @property
+    def session(self) -> Any:
+        with self._session_lock:
+            if self._session is None:
+                self._session = self._open_session(self.path)
+            return self._session
+
+    @staticmethod
+    def _open_session(path: Path) -> Any:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        # One thread per run, and as many runs at once as the process has cores (`_pool`): on the
+        # reference box two 1-thread runs give 108 chunks/s against 100 for one 2-thread run, and
+        # 84 when two callers (two files ingested at once) share a 2-thread session, whose spinning
+        # threads then fight over the cores. The pool is the one place that bounds the model's
+        # parallelism, whoever calls.
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
     def count_tokens(self, text: str) -> int:
         """Word pieces without [CLS]/[SEP], as `SentenceTransformer.tokenizer.tokenize` counts them."""
         return len(self._counter.encode(text, add_special_tokens=False).ids)
 
     def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        return self.encode_array(texts).tolist()
+
+    def encode_array(self, texts: Sequence[str]) -> Any:
+        """`encode`, as a float32 array of one row per text."""
         import numpy as np
 
+        session = self.session
         encodings = self._tokenizer.encode_batch(list(texts))
         # Similar lengths share a batch, so little of each batch is padding.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
@@ -186,7 +207,7 @@ class OnnxModel:
                 n = len(encodings[i].ids)
                 ids[row, :n] = encodings[i].ids
                 mask[row, :n] = 1
-            (hidden,) = self.session.run(
+            (hidden,) = session.run(
                 None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             )
             weights = mask[:, :, None].astype(np.float32)
@@ -196,7 +217,7 @@ class OnnxModel:
 
         for _ in self._pool.map(run, range(0, len(order), self.batch_size)):  # each fills its own rows
             pass
-        return out.tolist()
+        return out
 
 
 def _cores() -> int:
@@ -222,7 +243,170 @@ def load(directory: str | None, runtime: str, *, max_tokens: int, batch_size: in
         return _models[key]
 
 
-if __name__ == "__main__":  # pragma: no cover - the install step
+# ---- the model in a child process ------------------------------------------------------------
+
+
+class ModelProcess:
+    """The model run by a child process of its own (`python -m ragchat.services.onnx_model --serve`).
+
+    ONNX Runtime releases Python's GIL while it computes, but the int8 model embeds each text alone
+    and every text takes a few trips in and out of the GIL. Beside a busy event loop each trip waits
+    for the loop's thread to let go: one query took 8-10 ms instead of 1.7 ms (measured with a
+    CPU-bound Python thread beside it), and a burst of 200 questions spent 0.9 s (p50) of each turn
+    embedding its query. In a process of its own the model has a GIL of its own.
+
+    Requests go one at a time (a lock; the child runs each on its pool of one run per core): a list
+    of texts out, a float32 array back, over the child's stdin and stdout, each message a length and a
+    pickle (both ends are this module). A child that dies is started again for the next request,
+    which is tried once more; one that cannot load the model says why, and that is the error.
+    """
+
+    def __init__(self, path: Path, *, max_tokens: int, batch_size: int, quantized: bool) -> None:
+        self.args = [str(path), str(max_tokens), str(batch_size), "1" if quantized else "0"]
+        self._lock = threading.Lock()
+        self._process: Any = None
+
+    def encode(self, texts: Sequence[str]) -> list[list[float]]:
+        import numpy as np
+
+        with self._lock:
+            for attempt in (1, 2):
+                process = self._started()
+                try:
+                    _send(process.stdin, list(texts))
+                    reply = _receive(process.stdout)
+                except (OSError, EOFError, ValueError) as e:
+                    self._stop()
+                    if attempt == 2:
+                        raise RuntimeError(f"the embedding process stopped: {e}") from e
+                    continue
+                if reply[0] == "error":
+                    raise RuntimeError(reply[1])
+                _, rows, columns, data = reply
+                return np.frombuffer(data, dtype=np.float32).reshape(rows, columns).tolist()
+        raise AssertionError("unreachable")
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None and self._process.poll() is None else None
+
+    def _started(self) -> Any:
+        import subprocess
+
+        if self._process is not None and self._process.poll() is None:
+            return self._process
+        repo = str(Path(__file__).resolve().parents[2])
+        path = os.environ.get("PYTHONPATH", "")
+        env = {**os.environ, "PYTHONPATH": repo + (os.pathsep + path if path else "")}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "ragchat.services.onnx_model", "--serve", *self.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        try:
+            ready = _receive(process.stdout)
+        except (OSError, EOFError, ValueError) as e:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"the embedding process did not start: {e}") from e
+        if ready[0] != "ready":
+            process.stdin.close()
+            process.wait()
+            raise RuntimeError(ready[1])
+        self._process = process
+        return process
+
+    def _stop(self) -> None:
+        process, self._process = self._process, None
+        if process is None:
+            return
+        try:
+            process.stdin.close()
+            process.wait(timeout=5)
+        except Exception:  # it is going away either way
+            process.kill()
+            process.wait()
+
+    def close(self) -> None:
+        with self._lock:
+            self._stop()
+
+
+def _send(stream: Any, message: Any) -> None:
+    import pickle
+    import struct
+
+    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(struct.pack("<Q", len(data)) + data)
+    stream.flush()
+
+
+def _receive(stream: Any) -> Any:
+    import pickle
+    import struct
+
+    head = stream.read(8)
+    if len(head) < 8:
+        raise EOFError("the other end closed the pipe")
+    (size,) = struct.unpack("<Q", head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the other end closed the pipe mid-message")
+    return pickle.loads(data)
+
+
+_processes: dict[tuple[str, int, int], ModelProcess] = {}
+
+
+def model_process(directory: str | None, runtime: str, *, max_tokens: int, batch_size: int) -> ModelProcess:
+    """One child per (file, window, batch size) and process, started on its first request."""
+    path = model_path(directory, runtime)
+    key = (str(path), max_tokens, batch_size)
+    with _models_lock:
+        if key not in _processes:
+            _processes[key] = ModelProcess(
+                path, max_tokens=max_tokens, batch_size=batch_size, quantized=runtime == "onnx-int8"
+            )
+        return _processes[key]
+
+
+@atexit.register
+def _close_processes() -> None:
+    for process in list(_processes.values()):
+        process.close()
+
+
+def serve(path: str, max_tokens: int, batch_size: int, quantized: bool) -> None:
+    """The child's loop: texts in on stdin, vectors out on stdout, until stdin closes. Whatever a
+    library prints goes to stderr: stdout carries only the replies."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    inp = sys.stdin.buffer
+    try:
+        model = OnnxModel(Path(path), max_tokens=max_tokens, batch_size=batch_size, quantized=quantized)
+        model.encode_array(["warm up"])
+    except Exception as e:
+        _send(out, ("error", f"the embedding model could not load: {e}"))
+        return
+    _send(out, ("ready",))
+    while True:
+        try:
+            texts = _receive(inp)
+        except EOFError:
+            return
+        try:
+            vectors = model.encode_array(texts)
+        except Exception as e:  # one bad request, not the end of the child
+            _send(out, ("error", f"{type(e).__name__}: {e}"))
+            continue
+        _send(out, ("ok", vectors.shape[0], vectors.shape[1], vectors.tobytes()))
+
+
+if __name__ == "__main__":  # pragma: no cover - the install step, and the child of ModelProcess
+    if sys.argv[1:2] == ["--serve"]:
+        serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
+        sys.exit(0)
     folder = sys.argv[1] if len(sys.argv) > 1 else None
     for name in ("onnx", "onnx-int8"):
         print(model_path(folder, name))

@@ -83,9 +83,8 @@ async def test_concurrent_callers_share_the_models_cores_and_get_the_same_vector
     run per core, each in a 1-thread session, and every text gets the vector it gets alone."""
     import asyncio
 
-    embedder = LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported), batch_size=32)
-    alone = np.array(await embedder.embed_documents(TEXTS))
-    model = embedder.model
+    model = onnx_model.load(str(exported), "onnx-int8", max_tokens=256, batch_size=32)
+    alone = np.array(model.encode(TEXTS))
     seen: set[str] = set()
     session_run = model.session.run
 
@@ -95,7 +94,7 @@ async def test_concurrent_callers_share_the_models_cores_and_get_the_same_vector
 
     model.session.run = spy
     try:
-        results = await asyncio.gather(*(embedder.embed_documents(TEXTS[::-1] * 3) for _ in range(4)))
+        results = await asyncio.gather(*(asyncio.to_thread(model.encode, TEXTS[::-1] * 3) for _ in range(4)))
     finally:
         del model.session.run
     for got in results:
@@ -103,6 +102,29 @@ async def test_concurrent_callers_share_the_models_cores_and_get_the_same_vector
     assert seen and all(name.startswith("onnx-model") for name in seen)
     assert len(seen) <= onnx_model._cores()
     assert model.session.get_session_options().intra_op_num_threads == 1
+
+
+async def test_the_model_runs_in_a_child_process_of_its_own(exported):
+    """The server's embeddings never wait for its GIL: a child process runs the model and gives the
+    same vectors as the model in this process, to callers at once, and comes back if it dies."""
+    import asyncio
+    import os
+
+    embedder = LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported), batch_size=32)
+    in_process = np.array(onnx_model.load(str(exported), "onnx-int8", max_tokens=256, batch_size=32).encode(TEXTS))
+    got = np.array(await embedder.embed_documents(TEXTS))
+    child = embedder.process.pid
+    assert child is not None and child != os.getpid()
+    assert np.abs(got - in_process).max() < 1e-6
+    together = await asyncio.gather(*(embedder.embed_query(t) for t in TEXTS), embedder.embed_documents(TEXTS))
+    assert np.abs(np.array(together[: len(TEXTS)]) - in_process).max() < 1e-6
+    assert await embedder.embed_documents([]) == []
+
+    os.kill(child, 9)  # a crash: the next request starts a new child and is answered
+    os.waitpid(child, 0)
+    again = np.array(await embedder.embed_documents(TEXTS[:1]))
+    assert embedder.process.pid not in (None, child)
+    assert np.abs(again - in_process[:1]).max() < 1e-6
 
 
 def test_the_runtime_is_a_setting(tmp_path):
@@ -120,5 +142,5 @@ def test_a_broken_model_file_is_an_embedding_error(tmp_path):
     version.mkdir()
     (version / onnx_model.MODEL_FILE["onnx"]).write_bytes(b"not a model")
     embedder = LocalEmbedder(runtime="onnx", onnx_dir=str(tmp_path))
-    with pytest.raises(EmbeddingError, match="local embedding failed"):
+    with pytest.raises(EmbeddingError, match="local embedding failed: the embedding model could not load"):
         embedder._encode(["hello"])
