@@ -233,14 +233,17 @@ _models_lock = threading.Lock()
 
 def load(directory: str | None, runtime: str, *, max_tokens: int, batch_size: int) -> OnnxModel:
     """One session per (file, window, batch size) and process: sessions are large and thread-safe."""
+    return _shared(_models, OnnxModel, directory, runtime, max_tokens=max_tokens, batch_size=batch_size)
+
+
+def _shared(registry: dict, kind: Any, directory: str | None, runtime: str, *, max_tokens: int, batch_size: int) -> Any:
+    """The one `kind` (OnnxModel, ModelProcess) per (file, window, batch size) in this process."""
     path = model_path(directory, runtime)
     key = (str(path), max_tokens, batch_size)
     with _models_lock:
-        if key not in _models:
-            _models[key] = OnnxModel(
-                path, max_tokens=max_tokens, batch_size=batch_size, quantized=runtime == "onnx-int8"
-            )
-        return _models[key]
+        if key not in registry:
+            registry[key] = kind(path, max_tokens=max_tokens, batch_size=batch_size, quantized=runtime == "onnx-int8")
+        return registry[key]
 
 
 # ---- the model in a child process ------------------------------------------------------------
@@ -361,14 +364,7 @@ _processes: dict[tuple[str, int, int], ModelProcess] = {}
 
 def model_process(directory: str | None, runtime: str, *, max_tokens: int, batch_size: int) -> ModelProcess:
     """One child per (file, window, batch size) and process, started on its first request."""
-    path = model_path(directory, runtime)
-    key = (str(path), max_tokens, batch_size)
-    with _models_lock:
-        if key not in _processes:
-            _processes[key] = ModelProcess(
-                path, max_tokens=max_tokens, batch_size=batch_size, quantized=runtime == "onnx-int8"
-            )
-        return _processes[key]
+    return _shared(_processes, ModelProcess, directory, runtime, max_tokens=max_tokens, batch_size=batch_size)
 
 
 @atexit.register
