@@ -95,8 +95,9 @@ def message_create_user(*, session: ChatSession, content: str) -> Message:
 
 
 def messages_create_user(*, questions: Sequence[tuple[ChatSession, str]]) -> list[Message]:
-    """Store questions of several sessions (one each) in one transaction of three statements: a
-    burst of questions is stored together. A session's first question names it if untitled."""
+    """Store questions of several sessions (one each) in one transaction, one insert and one update
+    for all of them: a burst of questions is stored together. A session's first question names it
+    if untitled."""
     if not questions:
         return []
     now = timezone.now()
