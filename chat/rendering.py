@@ -24,6 +24,7 @@ from markdown_it import MarkdownIt
 from ragchat.partials import render_partial
 from ragchat.services.citations import citation_from_result
 from ragchat.services.types import SOURCEID_PATTERN, Citation, SearchResult
+from ragchat.templatetags.sources import source_place
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
 # Any bracketed SourceId marker, well-formed or not: what is not a known source is dropped.
@@ -190,8 +191,7 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             "n": n,
             "id": f"{prefix}-cite-{n}-{occurrence}",  # a source cited twice has two cards: ids stay unique
             "doc": source.get("document_name") or "Document",
-            "page": "N/A" if source.get("page_number") is None else str(source["page_number"]),
-            "section": source.get("section") or "N/A",
+            "place": source_place(source),
             "rel": _percent(source.get("relevance_score")),
             "short": short,
             "full": full,

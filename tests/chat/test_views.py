@@ -80,7 +80,7 @@ def test_session_page_renders_history_with_markers_escaped(signed_in, chat_sessi
     assert "<strong>25 days</strong>" in html and 'class="cite-marker"' in html
     assert "Policy &lt;b&gt;.pdf" in html and "Relevance 81%" in html
     assert "<img" not in html.split('id="messages"')[1]
-    assert "Confidence 82%" in html and "Page 2" in html and "Section N/A" in html
+    assert "Confidence 82%" in html and "Page 2 · Relevance" in html and "N/A" not in html
     assert 'ws-connect="/ws/chat/' in html and "hx-ws-2" in html
 
 
