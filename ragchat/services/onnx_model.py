@@ -314,7 +314,7 @@ class ModelProcess:
             process.wait()
             raise RuntimeError(f"the embedding process did not start: {e}") from e
         if ready[0] != "ready":
-            process.stdin.close()
+            process.kill()  # it has said why and is ending anyway
             process.wait()
             raise RuntimeError(ready[1])
         self._process = process
