@@ -13,7 +13,8 @@ register = template.Library()
 def source_place(source: Any) -> str:
     """Where in its document a passage is, as far as it is known: "Page 2 · Vacation", "Vacation",
     "Page 2" or "" (a Markdown file has no pages; a short text may have no section). The prompt's
-    "N/A" (spec v3's chunk format) is for the model, not for the reader."""
+    "N/A" (the context chunk format of docs/specs/rag-service-spec-v3-FINAL.md) is for the model,
+    not for the reader."""
     get = source.get if isinstance(source, dict) else lambda key: getattr(source, key, None)
     page, section = get("page_number"), get("section")
     parts = [f"Page {page}" if page not in (None, "", "N/A") else "", "" if section in (None, "", "N/A") else section]
