@@ -192,13 +192,16 @@ def message_create_owner_answer(
     return message
 
 
+def _message_event(message: Message) -> tuple[str, dict]:
+    return session_group_name(message.session_id), {"type": "chat.message", "message_id": message.pk}
+
+
 async def message_broadcast(*, message: Message) -> None:
     """Tell every open tab of the message's session to render it (appended, or replaced if shown)."""
-    await get_channel_layer().group_send(
-        session_group_name(message.session_id), {"type": "chat.message", "message_id": message.pk}
-    )
+    await get_channel_layer().group_send(*_message_event(message))
 
 
 def message_push(*, message: Message) -> None:
-    """Sync form of message_broadcast() for views and signal handlers (after the row is committed)."""
-    transaction.on_commit(lambda: live.send_soon(message_broadcast, message=message))
+    """Sync form of message_broadcast() for views and signal handlers (after the row is committed);
+    pushes to one session reach its tabs in the order they were made (ragchat.live)."""
+    transaction.on_commit(lambda: live.group_send(*_message_event(message)))

@@ -8,6 +8,10 @@ question's database work waited behind those round trips (a routed answer made t
 send is handed to the loop and the thread goes on; outside a running server (a management command,
 a worker process, a test's sync client) there is no loop to hand it to, and the send runs to its end
 before the call returns, as before.
+
+Pushes to one group keep the order they were made in: each is its own task on the loop, and over
+Redis a send takes several awaits, so a later push could overtake an earlier one (a tab shown a
+stale re-render after the newer one). `group_send` queues them per group and loop, one send at a time.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import weakref
+from collections import deque
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Future
 from typing import Any
@@ -58,11 +64,37 @@ def _log_failure(future: Future) -> None:
         logger.warning("live push failed: %s", error, extra={"event": "live_push_failed"})
 
 
+# Per loop, the groups with a send in flight and the events waiting behind it (loop thread only).
+_WAITING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, deque[dict]]] = weakref.WeakKeyDictionary()
+
+
+async def _send_in_order(layer: Any, group: str, event: dict) -> None:
+    """Send `event` to `group` after every earlier push to it from this loop. The first push to an
+    idle group sends now and then sends what queued behind it; the others only queue (their own
+    step up to here runs in the order they were handed to the loop)."""
+    waiting = _WAITING.setdefault(asyncio.get_running_loop(), {})
+    queue = waiting.get(group)
+    if queue is not None:
+        queue.append(event)
+        return
+    queue = waiting[group] = deque([event])
+    try:
+        while queue:
+            try:
+                await layer.group_send(group, queue[0])
+            except Exception as e:
+                logger.warning("live push failed: %s", e, extra={"event": "live_push_failed"})
+            queue.popleft()
+    finally:
+        del waiting[group]
+
+
 def group_send(group: str, event: dict) -> None:
-    """`event` to every member of the channel group `group` (see `send_soon`)."""
+    """`event` to every member of the channel group `group`, after the earlier pushes to it (see
+    `send_soon`)."""
     from channels.layers import get_channel_layer
 
     layer = get_channel_layer()
     if layer is None:
         return
-    send_soon(layer.group_send, group, event)
+    send_soon(_send_in_order, layer, group, event)

@@ -65,3 +65,26 @@ async def test_a_failed_push_is_logged_not_raised(caplog):
             await asyncio.sleep(0.01)
     assert "live push failed: redis restarting" in caplog.text
     live.send_soon(broken)  # no loop here: run now, logged the same way
+
+
+async def test_pushes_to_one_group_arrive_in_the_order_they_were_made(monkeypatch):
+    # Over Redis a send takes several awaits, and an earlier push can take longer than a later
+    # one; here the first sends are the slowest. Each push is still delivered after the earlier ones.
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add("live-order", channel)
+    real_send = layer.group_send
+
+    async def slow_first(group, event):
+        await asyncio.sleep(0.01 * (5 - event["n"]))
+        await real_send(group, event)
+
+    monkeypatch.setattr(layer, "group_send", slow_first)
+
+    def service() -> None:
+        for n in range(5):
+            live.group_send("live-order", {"type": "x.y", "n": n})
+
+    await database_sync_to_async(service)()
+    received = [(await asyncio.wait_for(layer.receive(channel), 2))["n"] for _ in range(5)]
+    assert received == [0, 1, 2, 3, 4]
