@@ -831,6 +831,8 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
         await runtime.ready_vector_service()
         async for event in rag.stream(request):
             if isinstance(event, TokenEvent):
+                if not turn.text:
+                    turn.mark("token")
                 turn.text += event.text
                 _notify(turn, TurnEvent("token", text=event.text))
                 await streamer.on_token()
@@ -839,6 +841,7 @@ async def _answer(turn: Turn, *, user, user_message: Message) -> None:
                 turn.mark("context")
                 turn.passages = presenters.passages_from_results(event.results)
             elif isinstance(event, StageEvent):
+                turn.mark(event.stage)
                 await streamer.drain()
                 shown = turn.stage == event.stage  # the draft starts out "searching": no frame to say it again
                 turn.stage = event.stage

@@ -58,6 +58,10 @@ TAG_RE = re.compile(r"<[^>]+>")
 # The final answer carries its Markdown once more for the copy button; tokens are counted in the text shown.
 COPY_ATTR_RE = re.compile(r'data-copy="[^"]*"')
 REPO = Path(__file__).resolve().parents[2]
+# A chat turn's steps in the server's turn timeline (chat.turns: Turn.mark), in the order reached:
+# question and draft stored, shown, passages found, the request to the model sent, its first token
+# out of the core, the first token sent to the tabs, the answer stored.
+TURN_STEPS = ("prepared", "shown", "context", "generating", "token", "first_token", "final")
 
 
 def _free_port() -> int:
@@ -211,7 +215,7 @@ class ScratchServer:
                 if row.get("session_id") in session_ids and row.get("asked", 0) >= started - 1:
                     rows.append(row)
         steps: dict[str, Any] = {"turns": len(rows)}
-        for step in ("prepared", "shown", "context", "first_token", "final"):
+        for step in TURN_STEPS:
             seconds = [row[step] - started for row in rows if step in row]
             if seconds:
                 steps[step] = [round(pct(seconds, q), 3) for q in (0.05, 0.5, 0.95)]

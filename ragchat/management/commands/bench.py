@@ -12,6 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from ragchat.bench.chat_load import TURN_STEPS
 from ragchat.bench.common import peak_rss_mb
 
 GOALS = {
@@ -311,7 +312,7 @@ def format_table(report: dict) -> str:
             if steps.get("turns"):
                 reached = ", ".join(
                     f"{step.replace('_', ' ')} {'/'.join(f'{s:.2f}' for s in steps[step])}"
-                    for step in ("prepared", "shown", "context", "first_token", "final")
+                    for step in TURN_STEPS
                     if step in steps
                 )
                 core = ", ".join(
