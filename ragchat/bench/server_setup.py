@@ -56,9 +56,7 @@ async def fill_index(chunks: int) -> int:
         for i, text in enumerate(target_texts())
     ]
     await service.upsert_chunks(targets)  # embedded by the configured embedder
-    backend = service.backend
-    if hasattr(backend, "_shard"):
-        await backend._run(lambda: backend._shard.optimize(), write=True)
+    await service.settle()
     total = await service.count()
     await service.close()
     return total

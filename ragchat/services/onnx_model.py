@@ -31,6 +31,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from ragchat.services import child
+
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = {"onnx-int8": "all-MiniLM-L6-v2-int8.onnx", "onnx": "all-MiniLM-L6-v2-fp32.onnx"}
@@ -250,7 +252,7 @@ def _shared(registry: dict, kind: Any, directory: str | None, runtime: str, *, m
 
 
 class ModelProcess:
-    """The model run by a child process of its own (`python -m ragchat.services.onnx_model --serve`).
+    """The model run by a child process of its own (`ragchat.services.child`, running `serve`).
 
     ONNX Runtime releases Python's GIL while it computes, but the int8 model embeds each text alone
     and every text takes a few trips in and out of the GIL. Beside a busy event loop each trip waits
@@ -260,7 +262,7 @@ class ModelProcess:
 
     Requests go one at a time (a lock; the child runs each on its pool of one run per core): a list
     of texts out, a float32 array back, over the child's stdin and stdout, each message a length and a
-    pickle (both ends are this module). A child that dies is started again for the next request,
+    pickle (ragchat.services.child). A child that dies is started again for the next request,
     which is tried once more; one that cannot load the model says why, and that is the error.
     """
 
@@ -276,8 +278,8 @@ class ModelProcess:
             for attempt in (1, 2):
                 process = self._started()
                 try:
-                    _send(process.stdin, list(texts))
-                    reply = _receive(process.stdout)
+                    child.send(process.stdin, list(texts))
+                    reply = child.receive(process.stdout)
                 except (OSError, EOFError, ValueError) as e:
                     self._stop()
                     if attempt == 2:
@@ -294,21 +296,11 @@ class ModelProcess:
         return self._process.pid if self._process is not None and self._process.poll() is None else None
 
     def _started(self) -> Any:
-        import subprocess
-
         if self._process is not None and self._process.poll() is None:
             return self._process
-        repo = str(Path(__file__).resolve().parents[2])
-        path = os.environ.get("PYTHONPATH", "")
-        env = {**os.environ, "PYTHONPATH": repo + (os.pathsep + path if path else "")}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ragchat.services.onnx_model", "--serve", *self.args],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
+        process = child.start("ragchat.services.onnx_model:serve", *self.args)
         try:
-            ready = _receive(process.stdout)
+            ready = child.receive(process.stdout)
         except (OSError, EOFError, ValueError) as e:
             process.kill()
             process.wait()
@@ -336,29 +328,6 @@ class ModelProcess:
             self._stop()
 
 
-def _send(stream: Any, message: Any) -> None:
-    import pickle
-    import struct
-
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    stream.write(struct.pack("<Q", len(data)) + data)
-    stream.flush()
-
-
-def _receive(stream: Any) -> Any:
-    import pickle
-    import struct
-
-    head = stream.read(8)
-    if len(head) < 8:
-        raise EOFError("the other end closed the pipe")
-    (size,) = struct.unpack("<Q", head)
-    data = stream.read(size)
-    if len(data) < size:
-        raise EOFError("the other end closed the pipe mid-message")
-    return pickle.loads(data)
-
-
 _processes: dict[tuple[str, int, int], ModelProcess] = {}
 
 
@@ -373,36 +342,33 @@ def _close_processes() -> None:
         process.close()
 
 
-def serve(path: str, max_tokens: int, batch_size: int, quantized: bool) -> None:
+def serve(path: str, max_tokens: str, batch_size: str, quantized: str) -> None:
     """The child's loop: texts in on stdin, vectors out on stdout, until stdin closes. Whatever a
     library prints goes to stderr: stdout carries only the replies."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)
-    inp = sys.stdin.buffer
+    inp, out = child.replies_pipe()
     try:
-        model = OnnxModel(Path(path), max_tokens=max_tokens, batch_size=batch_size, quantized=quantized)
+        model = OnnxModel(
+            Path(path), max_tokens=int(max_tokens), batch_size=int(batch_size), quantized=quantized == "1"
+        )
         model.encode_array(["warm up"])
     except Exception as e:
-        _send(out, ("error", f"the embedding model could not load: {e}"))
+        child.send(out, ("error", f"the embedding model could not load: {e}"))
         return
-    _send(out, ("ready",))
+    child.send(out, ("ready",))
     while True:
         try:
-            texts = _receive(inp)
+            texts = child.receive(inp)
         except EOFError:
             return
         try:
             vectors = model.encode_array(texts)
         except Exception as e:  # one bad request, not the end of the child
-            _send(out, ("error", f"{type(e).__name__}: {e}"))
+            child.send(out, ("error", f"{type(e).__name__}: {e}"))
             continue
-        _send(out, ("ok", vectors.shape[0], vectors.shape[1], vectors.tobytes()))
+        child.send(out, ("ok", vectors.shape[0], vectors.shape[1], vectors.tobytes()))
 
 
-if __name__ == "__main__":  # pragma: no cover - the install step, and the child of ModelProcess
-    if sys.argv[1:2] == ["--serve"]:
-        serve(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5] == "1")
-        sys.exit(0)
+if __name__ == "__main__":  # pragma: no cover - the install step
     folder = sys.argv[1] if len(sys.argv) > 1 else None
     for name in ("onnx", "onnx-int8"):
         print(model_path(folder, name))
