@@ -31,6 +31,7 @@ SECRET_KEY = env.str(
 )
 ALLOWED_HOSTS = env.list("DJANGO_ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]", "testserver"])
 CSRF_TRUSTED_ORIGINS = env.list("DJANGO_CSRF_TRUSTED_ORIGINS", default=[])
+CSRF_FAILURE_VIEW = "ragchat.views.csrf_failure"  # the product's page; a sentence for htmx requests
 
 INSTALLED_APPS = [
     "daphne",
