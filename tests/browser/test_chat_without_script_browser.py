@@ -59,6 +59,58 @@ def _chat_exists(live, session_id: str) -> bool:
     return out.strip().splitlines()[-1] == "True"
 
 
+def _skip(page, text: str, screenshot: str = "") -> str:
+    """The stop before the top bar's first link is the skip link saying `text` (what comes first when
+    one tabs from the top of the page); following it lands on its target, which is shown. Returns the
+    target's selector."""
+    page.focus("header.topbar .brand")
+    page.keyboard.press("Shift+Tab")
+    link = page.locator(":focus")
+    assert "skip-link" in link.get_attribute("class") and link.is_visible()  # shown while focused
+    target, said = link.get_attribute("href"), link.inner_text()
+    if screenshot:
+        page.screenshot(path=str(ARTIFACTS / screenshot))
+    page.keyboard.press("Enter")
+    assert page.evaluate("location.hash") == target
+    assert page.locator(target).is_visible(), f"“{said}” leads to {target}, which is not shown"
+    assert said == text
+    return target
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_the_skip_link_leads_to_what_is_there(server, chromium, width, height):
+    live, ids = server
+    label = "desktop" if width > 600 else "phone"
+    for path in ("/", f"/chat/{ids['s1']}/"):
+        # Without script the question box is hidden: the skip link goes to the content, and the next
+        # Tab starts there, past the top bar.
+        context, violations = _context(chromium, width, height, script=False)
+        page = context.new_page()
+        sign_in(page, live.url, "emma", "pw-emma-12345")
+        page.goto(live.url + path)
+        assert page.locator("#question").is_hidden()
+        assert _skip(page, "Skip to content") == "#main"
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.querySelector('main').contains(document.activeElement)")
+        page.goto(live.url + path)
+        page.keyboard.press("Tab")  # the first stop of a fresh page
+        assert page.locator(":focus").inner_text() == "Skip to content"
+        name = "home" if path == "/" else "session"
+        page.screenshot(path=str(ARTIFACTS / f"chat-skip-link-no-script-{name}-{label}.png"))
+        context.close()
+
+        # With script: the question box, focused.
+        context, violations = _context(chromium, width, height, script=True)
+        page = context.new_page()
+        sign_in(page, live.url, "emma", "pw-emma-12345")
+        page.goto(live.url + path)
+        name = "home" if path == "/" else "session"
+        _skip(page, "Skip to the question box", f"chat-skip-link-{name}-{label}.png")
+        assert page.evaluate("document.activeElement.id") == "question"
+        assert not violations, violations
+        context.close()
+
+
 @pytest.mark.parametrize("width,height", WIDTHS)
 def test_deleting_a_chat_without_script_asks_on_a_page(server, chromium, width, height):
     live, _ = server
