@@ -6,7 +6,9 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from chat import presenters, selectors, services
 from chat.models import ChatSession, Message
@@ -173,8 +175,15 @@ def session_archived(request):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def session_delete(request, session_id):
+    """GET: the page that asks first, where the chat menu's Delete leads without script; POST: delete.
+    With script the menu asks in a dialog (data-confirm, static/js/confirm.js) and posts through
+    htmx, which is sent home."""
     session = _session_or_404(request, session_id)
+    if request.method == "GET":
+        return render(request, "chat/delete.html", {"session": session})
     services.session_delete(session=session)
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("home"))
     return redirect("home")

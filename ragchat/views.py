@@ -1,5 +1,9 @@
 from django.http import JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.views import csrf
 from django.views.decorators.http import require_GET
+from django_htmx.http import reswap, retarget
 
 from access import policy
 from ragchat.health import health_report
@@ -17,3 +21,16 @@ async def health(request):
         # Model names, counts and addresses are for admins; a probe only needs the verdict.
         body = {"status": status}
     return JsonResponse(body, status=200 if up else 503)
+
+
+def csrf_failure(request, reason: str = ""):
+    """A request refused for its CSRF token (a page left open across a new sign-in, or too long).
+    A form gets the product's "The form expired" page (403_csrf.html). An htmx request would show
+    nothing (htmx swaps only successful responses): it gets the same sentence in the page's message
+    area (#flash, _base.html; static/js/refusals.js lets htmx swap it), with a link that reloads the
+    page, whose new token makes the next try work."""
+    if not getattr(request, "htmx", False):
+        return csrf.csrf_failure(request, reason=reason)
+    reload_url = request.htmx.current_url_abs_path or reverse("home")
+    response = render(request, "_form_expired_flash.html", {"reload_url": reload_url}, status=403)
+    return reswap(retarget(response, "#flash"), "innerHTML")

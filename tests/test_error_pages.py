@@ -139,6 +139,41 @@ def test_a_form_with_a_stale_token_gets_the_expired_form_page(alice, answer):
     assert f'href="{reverse("login")}">Sign in</a>' in page
 
 
+def test_an_htmx_request_with_a_stale_token_gets_the_sentence_for_the_page_it_came_from(alice, answer):
+    """htmx swaps no refused response, so the page would show nothing: the expired-form sentence comes
+    as a fragment for the page's message area (#flash), with a link that reloads the page."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(alice)
+    chat_url = reverse("chat:session", args=[answer.session_id])
+    chat_page = client.get(chat_url).content.decode()
+    stale = re.search(r'"X-CSRFToken": "([^"]+)"', chat_page).group(1)
+    assert '<div class="flash" id="flash"></div>' in chat_page  # there, and empty
+    del client.cookies[settings.CSRF_COOKIE_NAME]
+    client.get(reverse("home"))
+    response = client.post(
+        reverse("routing:feedback", args=[answer.pk]),
+        {"vote": "1"},
+        HTTP_X_CSRFTOKEN=stale,
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL=f"http://testserver{chat_url}",
+    )
+    assert response.status_code == 403
+    assert response["HX-Retarget"] == "#flash" and response["HX-Reswap"] == "innerHTML"
+    fragment = response.content.decode().strip()
+    assert fragment.startswith('<p class="flash-error" role="alert">') and "<main" not in fragment
+    assert EXPIRED in fragment and f'<a href="{chat_url}">Reload the page</a> and try again.' in fragment
+    assert not answer.feedback.exists()
+    # A current URL of another site is not linked to.
+    response = client.post(
+        reverse("routing:feedback", args=[answer.pk]),
+        {"vote": "1"},
+        HTTP_X_CSRFTOKEN=stale,
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL="https://evil.example/phish",
+    )
+    assert f'<a href="{reverse("home")}">Reload the page</a>' in response.content.decode()
+
+
 @pytest.mark.urls(__name__)
 def test_a_refusal_gets_the_no_access_page(client, alice):
     client.force_login(alice)

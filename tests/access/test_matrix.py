@@ -371,6 +371,8 @@ ROUTES: dict[str, Route] = {
     "chat:archived": Route("GET", one(SIGNED_IN)),
     "chat:export_pdf": Route("GET", sessions),
     "chat:delete": Route("POST", sessions, state=_session_state),
+    # Where the menu's Delete leads without script: the page that asks first (it deletes nothing).
+    "chat:delete#ask": Route("GET", sessions, state=_session_state),
     "documents:list": Route("GET", one(SIGNED_IN)),
     "documents:upload": Route("POST", one(CAN_UPLOAD), state=_counts("documents.Document")),
     "documents:detail": Route("GET", docs(READS_DOC)),

@@ -369,6 +369,18 @@ def test_health_has_the_spec_fields_with_details_for_admins(server, document):
         assert body["parts"]["database"]["ok"] is True
 
 
+def test_unknown_addresses_and_wrong_methods_are_the_apis_errors_over_http(server):
+    """Through daphne (the middleware's async path; this server runs with DEBUG on, as `make run`)."""
+    for who in ("mike", None):
+        with client(server, who) as caller:
+            assert error(caller.get("/no-such-thing"), 404, "not_found")["message"].endswith("see /api/v1/docs.")
+            wrong = caller.delete("/search")
+            error(wrong, 405, "method_not_allowed")
+            assert wrong.headers["Allow"] == "GET"
+    page = httpx.get(server.url + "/no/such/page/", timeout=30)
+    assert page.status_code == 404 and page.headers["Content-Type"].startswith("text/html")
+
+
 def test_docs_page_and_schema_are_served_by_the_app_under_the_csp(server):
     page = httpx.get(server.url + "/api/v1/docs")
     assert page.status_code == 200

@@ -167,7 +167,31 @@ def test_validation_errors_have_the_one_shape(people, rag_runtime, settings):
     assert not AccessToken.objects.filter(user=people["bob"]).exists()
 
 
-def test_rate_limit_is_per_token_with_retry_after(people, settings):
+@pytest.mark.parametrize("debug", [False, True], ids=["deployed", "make-run"])
+def test_unknown_addresses_and_wrong_methods_have_the_one_shape(people, settings, debug):
+    """An address under /api/v1/ that is no operation is the API's JSON 404, with or without a token
+    and with DEBUG on (`make run`) or off; a known one called with the wrong method is a JSON 405
+    that names the methods it takes. The web pages keep their HTML 404."""
+    settings.DEBUG = debug
+    token = bearer(token_create(user=people["ann"], name="x", scopes=ALL, expires_in_days=None).secret)
+    for client in (token, Client()):
+        for path in ("/api/v1/no-such-thing", "/api/v1/documents/a/b/c", "/api/v1/search/", "/api/v1/v2/chat"):
+            body = assert_error_shape(client.get(path), 404, "not_found")
+            assert body["message"] == "There is no API operation at this address: see /api/v1/docs."
+        assert_error_shape(client.post("/api/v1/no-such-thing", {}), 404, "not_found")
+        refused = client.delete("/api/v1/search")
+        body = assert_error_shape(refused, 405, "method_not_allowed")
+        assert refused["Allow"] == "GET" and body["message"] == "DELETE is not allowed here: use GET."
+        refused = client.get("/api/v1/chat")
+        assert_error_shape(refused, 405, "method_not_allowed")
+        assert refused["Allow"] == "POST"
+    # A real operation's own 404 keeps its message.
+    absent = token.get("/api/v1/documents/00000000-0000-4000-8000-000000000000")
+    assert assert_error_shape(absent, 404, "not_found")["message"] != "There is no API operation at this address."
+    for path in ("/no/such/page/", "/api/tokens/no-such-page/", "/api/v1x/search"):
+        page = signed_in(people["ann"]).get(path)
+        assert page.status_code == 404 and page["Content-Type"].startswith("text/html"), path
+    assert Client().get("/api/v1")["Location"] == "/api/v1/"  # the API's root, as before
     settings.RAGCHAT_API_RATE = "3/m"
     first = bearer(token_create(user=people["ann"], name="one", scopes=ALL, expires_in_days=None).secret)
     second = bearer(token_create(user=people["ann"], name="two", scopes=ALL, expires_in_days=None).secret)

@@ -25,6 +25,7 @@ PAGES = {
         [
             "/",
             "/chat/{s1}/",
+            "/chat/{s1}/delete/",  # the page that asks first (without script)
             "/chat/search/?q=password",
             "/chat/archived/",
             "/documents/",

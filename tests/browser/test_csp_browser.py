@@ -57,7 +57,10 @@ def _sign_in(page, url, username, password):
 
 
 PAGES = {
-    "emma": ("pw-emma-12345", ["/", "/chat/{s1}/", "/documents/", "/documents/{doc_a}/", "/routing/mine/"]),
+    "emma": (
+        "pw-emma-12345",
+        ["/", "/chat/{s1}/", "/chat/{s1}/delete/", "/documents/", "/documents/{doc_a}/", "/routing/mine/"],
+    ),
     "fiona": ("pw-fiona-12345", ["/routing/inbox/", "/routing/q/{rq_b}/", "/routing/notifications/"]),
     "root": (
         "pw-root-12345",

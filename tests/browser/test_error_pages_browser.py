@@ -107,6 +107,56 @@ def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chr
     context.close()
 
 
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server, chromium, width, height):
+    """The same stale page, but the action is htmx's (a vote on an answer: no page load, and htmx
+    shows no refused response): the expired-form sentence appears at the top of the page with a link
+    that reloads it, the vote is not recorded, and after the reload the vote works."""
+    live, ids = server
+    label = "desktop" if width > 600 else "phone"
+    context, violations = _context(chromium, width, height)
+    first = context.new_page()
+    sign_in(first, live.url, "emma", "pw-emma-12345")
+    chat_url = f"{live.url}/chat/{ids['s1']}/"
+    first.goto(chat_url)
+    feedback = first.locator("article.msg-assistant .feedback").first
+    feedback_id = feedback.get_attribute("id")
+    assert feedback.get_attribute("data-vote") == "0"
+    assert first.locator("#flash").is_hidden()  # empty: nothing said
+
+    second = context.new_page()
+    second.goto(live.url + "/")
+    second.click("form.topbar-user button[type=submit]")  # Sign out
+    second.wait_for_url("**/accounts/login/**")
+    sign_in(second, live.url, "emma", "pw-emma-12345")
+    second.close()
+
+    with first.expect_response(lambda r: "/feedback/" in r.url) as refused:
+        first.click(f"#{feedback_id} button.fb-up")
+    assert refused.value.status == 403
+    alert = first.locator("#flash .flash-error[role=alert]")
+    alert.wait_for(state="visible", timeout=5_000)
+    assert EXPIRED in alert.inner_text()
+    assert first.url == chat_url and first.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"
+    reload = alert.locator("a", has_text="Reload the page")
+    assert reload.get_attribute("href") == f"/chat/{ids['s1']}/"
+    width_now = first.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert width_now[0] <= width_now[1] + 1, f"the page scrolls sideways: {width_now}"
+    first.screenshot(path=str(ARTIFACTS / f"error-csrf-htmx-{label}.png"))
+
+    with first.expect_navigation():
+        reload.click()
+    assert first.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"  # nothing was recorded
+    assert first.locator("#flash").is_hidden()
+    first.click(f"#{feedback_id} button.fb-up")
+    first.wait_for_selector(f"#{feedback_id}[data-vote='1']")
+    first.click(f"#{feedback_id} button.fb-up")  # undone: the chat as it was, for the other tests
+    first.wait_for_selector(f"#{feedback_id}[data-vote='0']")
+    assert first.locator("#flash .flash-error").count() == 0
+    assert not violations, violations
+    context.close()
+
+
 @pytest.mark.parametrize(
     "view",
     [

@@ -1,6 +1,9 @@
 """Chat pages over HTTP: the owner's list, new / rename / delete, history rendered server-side,
 another user's session a 404."""
 
+import re
+import uuid
+
 import pytest
 from django.urls import reverse
 
@@ -39,6 +42,45 @@ def test_new_rename_delete(signed_in, user):
     assert session.title == "Vacation questions"
     signed_in.post(reverse("chat:delete", args=[session.pk]))
     assert not ChatSession.objects.filter(pk=session.pk).exists()
+
+
+def test_delete_without_script_asks_first_on_a_page_of_its_own(signed_in, user):
+    """The chat menu's Delete leads, without script, to a page that asks (GET changes nothing); its
+    Delete posts, its Cancel goes back to the chat. With script (htmx) the menu asks in a dialog and
+    posts at once; the server sends the browser home."""
+    session = ChatSession.objects.create(owner=user, title="Budget <questions>")
+    url = reverse("chat:delete", args=[session.pk])
+    menu = signed_in.get(reverse("chat:session", args=[session.pk])).content.decode()
+    link = re.search(r"<a [^>]*data-confirm=\"Delete this chat and all its messages\?\"[^>]*>", menu).group(0)
+    assert f'href="{url}"' in link and f'hx-post="{url}"' in link
+
+    page = signed_in.get(url)
+    html = page.content.decode()
+    assert page.status_code == 200 and "<title>Delete this chat? · ragchat</title>" in html
+    assert 'class="topbar"' in html and "css/app.css" in html  # the product's layout
+    assert "<h1" in html and "Delete this chat?" in html and "“Budget &lt;questions&gt;”" in html
+    assert re.search(rf'<form method="post" action="{url}">\s*<input type="hidden" name="csrfmiddlewaretoken"', html)
+    assert f'href="{reverse("chat:session", args=[session.pk])}">Cancel</a>' in html
+    assert ChatSession.objects.filter(pk=session.pk).exists()
+
+    response = signed_in.post(url)
+    assert response.status_code == 302 and response.url == reverse("home")
+    assert not ChatSession.objects.filter(pk=session.pk).exists()
+
+    session = ChatSession.objects.create(owner=user, title="Asked in a dialog")
+    response = signed_in.post(reverse("chat:delete", args=[session.pk]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and response["HX-Redirect"] == reverse("home")
+    assert not ChatSession.objects.filter(pk=session.pk).exists()
+
+
+def test_another_persons_chat_has_no_delete_page(client, other_user, chat_session):
+    client.force_login(other_user)
+    theirs = client.get(reverse("chat:delete", args=[chat_session.pk]))
+    missing = client.get(reverse("chat:delete", args=[uuid.uuid4()]))
+    assert theirs.status_code == missing.status_code == 404
+    main = [re.search(r"<main\b.*?</main>", r.content.decode(), re.DOTALL).group(0) for r in (theirs, missing)]
+    assert main[0] == main[1] and "Page not found" in main[0] and chat_session.title not in theirs.content.decode()
+    assert ChatSession.objects.filter(pk=chat_session.pk).exists()
 
 
 def test_other_users_session_is_404(client, other_user, chat_session):
