@@ -21,7 +21,6 @@ channel layer:
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import time
@@ -42,6 +41,7 @@ from chat.rendering import DraftRenderer
 from chat.signals import answer_completed
 from ragchat import processes, runtime
 from ragchat.partials import render_partial
+from ragchat.services.batching import Batcher
 from ragchat.services.errors import (
     CollectionMismatchError,
     ContextError,
@@ -611,7 +611,7 @@ def _release(turn: Turn) -> None:
 
 async def _begin(turn: Turn, ask: _Ask) -> _Prepared | None:
     try:
-        prepared = await _preparer.prepare(ask)
+        prepared = await _preparer.submit(ask)
     except BaseException:
         _release(turn)
         raise
@@ -656,63 +656,20 @@ def question_store(*, user, session_id, question: str) -> tuple[ChatSession, Mes
     return session, services.message_create_user(session=session, content=question)
 
 
-class _Preparer:
-    """Questions that arrive together are prepared in one trip to the database thread.
-
-    Before its search a turn needs its question stored, its draft created and the question's HTML,
-    the asker's tags and glossary and the conversation so far: nine statements one by one. In a
-    burst every trip to the process's one database thread waits behind all the others', and every
-    statement gives Python's GIL away and waits to get it back from the busy event loop (a burst of
-    200 questions spent 15 ms a question there against 3.5 ms alone). No collection window is waited
-    for: an ask that finds the preparer idle goes at once; asks that arrive while a batch runs go
-    together into the next one (at most PREPARE_BATCH), stored with a few statements for all of them.
-    """
-
-    def __init__(self) -> None:
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _AskQueue] = weakref.WeakKeyDictionary()
-        self.batches = 0  # trips made, and the asks they prepared
-        self.asks = 0
-
-    async def prepare(self, ask: _Ask) -> _Prepared | None:
-        loop = asyncio.get_running_loop()
-        queue = self._queues.get(loop)
-        if queue is None:
-            queue = self._queues[loop] = _AskQueue()
-        future: asyncio.Future[_Prepared | None] = loop.create_future()
-        queue.waiting.append((ask, future))
-        if queue.worker is None or queue.worker.done():
-            # A context of its own: never a request's thread-sensitive executor (the JSON API's).
-            queue.worker = loop.create_task(self._drain(queue), context=contextvars.Context())
-        return await future
-
-    async def _drain(self, queue: _AskQueue) -> None:
-        while queue.waiting:
-            batch = [(ask, future) for ask, future in queue.waiting[:PREPARE_BATCH] if not future.done()]
-            del queue.waiting[:PREPARE_BATCH]
-            if not batch:
-                continue
-            try:
-                results = await database_sync_to_async(_prepare_batch)([ask for ask, _ in batch])
-            except Exception as e:
-                results = [e] * len(batch)
-            self.batches += 1
-            self.asks += len(batch)
-            for (_, future), result in zip(batch, results, strict=True):
-                if future.done():
-                    continue
-                if isinstance(result, Exception):
-                    future.set_exception(result)
-                else:
-                    future.set_result(result)
+async def _prepare_asks(asks: list[_Ask]) -> list[_Prepared | None | Exception]:
+    return await database_sync_to_async(_prepare_batch)(asks)
 
 
-@dataclass
-class _AskQueue:
-    waiting: list[tuple[_Ask, asyncio.Future]] = field(default_factory=list)
-    worker: asyncio.Task | None = None
-
-
-_preparer = _Preparer()
+# Questions that arrive together are prepared in one trip to the database thread.
+#
+# Before its search a turn needs its question stored, its draft created and the question's HTML,
+# the asker's tags and glossary and the conversation so far: nine statements one by one. In a burst
+# every trip to the process's one database thread waits behind all the others', and every statement
+# gives Python's GIL away and waits to get it back from the busy event loop (a burst of 200
+# questions spent 15 ms a question there against 3.5 ms alone). An ask that finds the preparer idle
+# goes at once; asks that arrive while a batch runs go together into the next one (at most
+# PREPARE_BATCH), stored with a few statements for all of them.
+_preparer: Batcher[_Ask, _Prepared | None] = Batcher(_prepare_asks, max_batch=PREPARE_BATCH)
 
 
 def _prepare_batch(asks: list[_Ask]) -> list[_Prepared | None | Exception]:

@@ -26,6 +26,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
+from ragchat.services.batching import Batcher
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import EmbeddingError
 from ragchat.services.retry import RetryPolicy, retry_async
@@ -342,64 +343,41 @@ class _Wrapper:
 
 
 class QueryBatcher(_Wrapper):
-    """Concurrent `embed_query` calls share one model call.
+    """Concurrent `embed_query` calls share one model call (ragchat.services.batching).
 
     Embedding 200 queries one by one costs about 15 ms each on the local model, and they queue for
-    the same CPU; as one batch they cost about 3.6 ms each. No collection window is waited for: a
-    query that finds the model idle is embedded at once (one question pays nothing), and queries
-    that arrive while a batch runs go together into the next one (at most `max_batch`). Batches
-    are per event loop; a caller that gives up (a closed tab) only drops its own result.
+    the same CPU; as one batch they cost about 3.6 ms each. A query that finds the model idle is
+    embedded at once; queries that arrive while a batch runs go together into the next one (at most
+    `max_batch`); the same question twice in one batch is embedded once.
     """
 
     def __init__(self, inner: Embedder, *, max_batch: int = 64) -> None:
         self.inner = inner
         self.max_batch = max(1, max_batch)
-        self._queues: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _QueryQueue] = weakref.WeakKeyDictionary()
-        self.batches = 0  # model calls made for queries, and the queries they embedded
-        self.queries = 0
+        self._batcher: Batcher[str, list[float]] = Batcher(self._embed_batch, max_batch=self.max_batch)
+
+    @property
+    def batches(self) -> int:
+        """Model calls made for queries."""
+        return self._batcher.runs
+
+    @property
+    def queries(self) -> int:
+        """Queries those calls embedded."""
+        return self._batcher.items
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_documents(texts)
 
     async def embed_query(self, text: str) -> list[float]:
-        embed_many = getattr(self.inner, "embed_queries", None)
-        if embed_many is None or self.max_batch == 1:
+        if getattr(self.inner, "embed_queries", None) is None or self.max_batch == 1:
             return await self.inner.embed_query(text)
-        loop = asyncio.get_running_loop()
-        queue = self._queues.get(loop)
-        if queue is None:
-            queue = self._queues[loop] = _QueryQueue()
-        future: asyncio.Future[list[float]] = loop.create_future()
-        queue.waiting.append((text, future))
-        if queue.worker is None or queue.worker.done():
-            queue.worker = loop.create_task(self._drain(queue, embed_many))
-        return list(await future)
+        return list(await self._batcher.submit(text))
 
-    async def _drain(self, queue: _QueryQueue, embed_many: Callable[[list[str]], Awaitable[list[list[float]]]]) -> None:
-        while queue.waiting:
-            batch = [(t, f) for t, f in queue.waiting[: self.max_batch] if not f.done()]
-            del queue.waiting[: self.max_batch]
-            if not batch:
-                continue
-            texts = list(dict.fromkeys(t for t, _ in batch))  # the same question twice: embedded once
-            try:
-                vectors = dict(zip(texts, await embed_many(texts), strict=True))
-            except Exception as e:  # every waiter of this batch gets the error; the next batch tries again
-                for _, future in batch:
-                    if not future.done():
-                        future.set_exception(e)
-                continue
-            self.batches += 1
-            self.queries += len(batch)
-            for text, future in batch:
-                if not future.done():
-                    future.set_result(vectors[text])
-
-
-class _QueryQueue:
-    def __init__(self) -> None:
-        self.waiting: list[tuple[str, asyncio.Future[list[float]]]] = []
-        self.worker: asyncio.Task[None] | None = None
+    async def _embed_batch(self, texts: list[str]) -> list[list[float]]:
+        unique = list(dict.fromkeys(texts))
+        vectors = dict(zip(unique, await self.inner.embed_queries(unique), strict=True))  # type: ignore[attr-defined]
+        return [vectors[text] for text in texts]
 
 
 # --------------------------------------------------------------------------- cache

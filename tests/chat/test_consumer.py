@@ -593,12 +593,12 @@ async def test_questions_asked_together_share_one_trip_to_the_database_and_all_g
     tabs = [await open_tab(user, s.pk) for s in sessions]
     for tab in tabs:
         assert await tab.connect()
-    batches, asks = turns._preparer.batches, turns._preparer.asks
+    batches, asks = turns._preparer.runs, turns._preparer.items
     await asyncio.gather(*(tab.ask(f"{VACATION_Q} ({i})") for i, tab in enumerate(tabs)))
     finals = await asyncio.gather(*(tab.until_final() for tab in tabs))
     await turns.wait_idle()
     assert all('data-status="complete"' in final for final in finals)
-    assert turns._preparer.asks - asks == 6 and turns._preparer.batches - batches < 6
+    assert turns._preparer.items - asks == 6 and turns._preparer.runs - batches < 6
     for i, session in enumerate(sessions):
         question, answer = await messages_of(session)
         assert (question.role, question.content) == ("user", f"{VACATION_Q} ({i})")
