@@ -1,5 +1,5 @@
 """Child processes of the server that do CPU-bound work under a GIL of their own: the embedding
-model (`onnx_model.ModelProcess`) and the embedded store (`vector_store.edge_process`).
+model (`onnx_model.ModelProcess`).
 
 Both ends are this project's code: each message is a length and a pickle, over the child's stdin
 (requests) and stdout (replies). Whatever a library prints in the child goes to its stderr. Values

@@ -58,9 +58,6 @@ class RAGSettings:
     qdrant_api_key: str = ""
     qdrant_path: str = "data/qdrant"
     qdrant_collection: str = "ragchat_chunks"
-    # The embedded store runs in a child process of its own (vector_store.edge_process): its engine
-    # holds the GIL for every call, which would stall the server's event loop.
-    qdrant_edge_process: bool = True
     rag_hybrid_search: bool = True  # dense + BM25 fused with RRF
     rag_prefetch_limit: int = 50  # candidates per stage before fusion
     # Verified knowledge that needs review (a source changed, its review date passed): still

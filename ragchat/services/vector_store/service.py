@@ -1,7 +1,7 @@
 """The vector service: chunks in, access-filtered hybrid search out (R-RET-1/2/3/6/8).
 
-It composes the parts of this package: a backend (the embedded `EdgeBackend` by default, run by a
-child process of its own: `EdgeProcessBackend`; `ServerBackend` when settings.qdrant_url is set), the access filter every stage carries
+It composes the parts of this package: a backend (`EdgeBackend` embedded by default,
+`ServerBackend` when settings.qdrant_url is set), the access filter every stage carries
 (`access.access_conditions`), the point payload (`payload`), and client-side fusion (`fusion`).
 Both backends store the same points: a named dense vector "dense" (cosine), a named sparse vector
 "bm25" (Modifier.IDF, vectors from ragchat.services.bm25), and the payload of a ChunkRecord.
@@ -27,7 +27,6 @@ from ragchat.services.types import ChunkRecord, SearchResult
 from ragchat.services.vector_store.access import Conditions, access_conditions, scope_conditions
 from ragchat.services.vector_store.backend import Backend, CollectionMeta, Stage
 from ragchat.services.vector_store.edge import EdgeBackend
-from ragchat.services.vector_store.edge_process import EdgeProcessBackend
 from ragchat.services.vector_store.fusion import rank, rank_keys
 from ragchat.services.vector_store.fusion import results as fused_results
 from ragchat.services.vector_store.payload import DENSE, PAYLOAD_FIELDS, SPARSE, PointData, chunk_payload, point_id
@@ -76,8 +75,6 @@ class VectorService:
                 retry_max_delay=settings.rag_retry_max_delay,
                 owns_client=True,
             )
-        if settings.qdrant_edge_process:
-            return EdgeProcessBackend(path=settings.qdrant_path, collection=settings.qdrant_collection)
         return EdgeBackend(path=settings.qdrant_path, collection=settings.qdrant_collection)
 
     @property

@@ -3,7 +3,6 @@ through qdrant-client's local mode (AsyncQdrantClient(location=":memory:"), same
 
 from __future__ import annotations
 
-import asyncio
 import uuid
 from dataclasses import replace
 
@@ -14,12 +13,9 @@ from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import CachedEmbedder, HashingEmbedder
 from ragchat.services.errors import CollectionMismatchError, EmbeddingError
 from ragchat.services.types import ChunkRecord
-from ragchat.services.vector_store import EdgeBackend, EdgeProcessBackend, ServerBackend, VectorService, point_id
-from ragchat.services.vector_store.access import Conditions
+from ragchat.services.vector_store import EdgeBackend, ServerBackend, VectorService, point_id
 
-# "edge-process": the same Edge shard run by the store's child process (what the server uses).
-BACKENDS = ["edge", "edge-process", "server"]
-EDGE_KINDS = ("edge", "edge-process")
+BACKENDS = ["edge", "server"]
 
 
 def doc_id(n: int) -> str:
@@ -62,8 +58,6 @@ async def make_service(rag_settings):
         embedder = embedder if embedder is not None else CachedEmbedder(HashingEmbedder())
         if kind == "edge":
             backend = EdgeBackend(path=settings.qdrant_path, collection=settings.qdrant_collection)
-        elif kind == "edge-process":
-            backend = EdgeProcessBackend(path=settings.qdrant_path, collection=settings.qdrant_collection)
         else:
             if not clients:
                 clients.append(AsyncQdrantClient(location=":memory:"))
@@ -74,7 +68,7 @@ async def make_service(rag_settings):
 
     yield make
     for service in made:
-        if isinstance(service.backend, EdgeBackend | EdgeProcessBackend):
+        if isinstance(service.backend, EdgeBackend):
             await service.backend.close()
     for client in clients:
         await client.close()
@@ -123,7 +117,7 @@ async def test_reupsert_is_idempotent_and_payload_exact(make_service, kind):
     assert await service.count() == len(CORPUS) + 1
     stats = await service.stats()
     assert stats == {
-        "backend": "edge" if kind in EDGE_KINDS else kind,
+        "backend": kind,
         "points": len(CORPUS) + 1,
         "documents": 6,
         "dimension": 384,
@@ -242,7 +236,7 @@ async def test_identical_top5_twice(make_service, kind):
 async def test_dimension_mismatch_is_a_clear_error(make_service, kind):
     first = await make_service(kind, CachedEmbedder(HashingEmbedder(dimension=384)))
     await first.upsert_chunks(CORPUS[:2])
-    if kind in EDGE_KINDS:
+    if kind == "edge":
         await first.close()
     second = await make_service(kind, CachedEmbedder(HashingEmbedder(dimension=64)))
     with pytest.raises(CollectionMismatchError) as info:
@@ -264,7 +258,7 @@ class RenamedEmbedder(HashingEmbedder):
 async def test_model_mismatch_is_a_clear_error(make_service, kind):
     first = await make_service(kind)
     await first.upsert_chunks(CORPUS[:2])
-    if kind in EDGE_KINDS:
+    if kind == "edge":
         await first.close()
     second = await make_service(kind, RenamedEmbedder())
     with pytest.raises(CollectionMismatchError, match="other-model-384"):
@@ -274,22 +268,20 @@ async def test_model_mismatch_is_a_clear_error(make_service, kind):
     assert await third.count() == 2
 
 
-@pytest.mark.parametrize("kind", EDGE_KINDS)
-async def test_edge_persists_across_reopen(make_service, kind):
-    service = await make_service(kind)
+async def test_edge_persists_across_reopen(make_service):
+    service = await make_service("edge")
     await service.upsert_chunks(CORPUS)
     await service.close()
-    reopened = await make_service(kind)
+    reopened = await make_service("edge")
     assert await reopened.count() == len(CORPUS)
     results = await reopened.search("expense reports", user_tags=["finance"])
     assert results[0].document_id == doc_id(2)
 
 
-@pytest.mark.parametrize("kind", EDGE_KINDS)
-async def test_two_services_share_one_edge_shard(make_service, kind):
+async def test_two_services_share_one_edge_shard(make_service):
     """The shard's WAL is locked by its opener: a second service on the same path must share it."""
-    a = await make_service(kind)
-    b = await make_service(kind)
+    a = await make_service("edge")
+    b = await make_service("edge")
     await a.upsert_chunks(CORPUS)
     assert await b.count() == len(CORPUS)
     await a.close()
@@ -354,69 +346,3 @@ async def test_stages_return_the_keys_asked_for_and_fetch_returns_whole_points(m
     assert all("chunk_text" in p.payload and len(p.dense) == 384 for p in points)
     assert all(p.dense is None for p in await service.backend.fetch(ids))
     assert await service.backend.fetch([]) == []
-
-
-async def test_the_store_child_started_again_after_it_died_keeps_every_point(make_service):
-    """The store's child process (the server's default) killed: the next call starts another, which
-    opens the shard again; nothing written before is lost (each write was flushed)."""
-    import os
-    import signal
-
-    from ragchat.services.errors import VectorStoreError
-    from ragchat.services.vector_store import edge_process
-
-    service = await make_service("edge-process")
-    await service.upsert_chunks(CORPUS)
-    pid = edge_process.store_process_pid()
-    assert pid is not None and pid != os.getpid()
-    os.kill(pid, signal.SIGKILL)
-    for _ in range(100):  # until the reply reader has seen it go
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        await asyncio.sleep(0.02)
-    try:
-        count = await service.count()
-    except VectorStoreError as e:  # the call that met the dying child says so; the next one works
-        assert "store process stopped" in str(e)
-        count = await service.count()
-    assert count == len(CORPUS)
-    assert edge_process.store_process_pid() not in (None, pid)
-    results = await service.search("expense reports", user_tags=["finance"])
-    assert results[0].document_id == doc_id(2)
-
-
-async def test_a_released_store_in_the_child_says_it_is_not_initialised(make_service):
-    from ragchat.services.errors import VectorStoreError
-
-    service = await make_service("edge-process")
-    await service.upsert_chunks(CORPUS[:2])
-    service.backend.release_sync()
-    with pytest.raises(VectorStoreError, match="not initialised"):
-        await service.backend.count(Conditions())
-
-
-async def test_the_store_child_takes_django_choices_as_their_values_and_refuses_what_cannot_go(make_service):
-    """Payloads written from Django code hold choices (str subclasses): the child imports no Django,
-    so they go as plain strings (this once hung the child's reader). A value that cannot be sent at
-    all fails its own call with a clear error, and the store goes on."""
-    import enum
-
-    from ragchat.services.errors import VectorStoreError
-
-    class Status(enum.StrEnum):
-        NEEDS_REVIEW = "needs_review"
-
-    service = await make_service("edge-process")
-    await service.upsert_chunks(CORPUS)
-    assert await service.set_document_payload(doc_id(2), {"knowledge_status": Status.NEEDS_REVIEW}) == 1
-    results = await service.search("expense reports", user_tags=["finance"])
-    assert results[0].document_id == doc_id(2)
-
-    class NotSendable:
-        pass
-
-    with pytest.raises(VectorStoreError, match="could not be sent"):
-        await service.set_document_payload(doc_id(2), {"x": NotSendable()})
-    assert await service.count() == len(CORPUS)
