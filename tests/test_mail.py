@@ -11,6 +11,7 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
 from channels.db import database_sync_to_async
 from django.core.mail import EmailMessage
 from django.core.mail.backends.locmem import EmailBackend as LocmemBackend
@@ -19,6 +20,8 @@ from ragchat import mail
 from tests.fakes.mail import SLOW_SECONDS
 
 ROOT = Path(__file__).resolve().parent.parent
+# database_sync_to_async checks the database thread's connection (left open by earlier tests) first.
+pytestmark = pytest.mark.django_db
 
 
 def message(subject: str) -> EmailMessage:
