@@ -30,7 +30,7 @@ from asgiref.sync import SyncToAsync, async_to_sync
 logger = logging.getLogger(__name__)
 
 
-def _server_loop() -> asyncio.AbstractEventLoop | None:
+def server_loop() -> asyncio.AbstractEventLoop | None:
     """The event loop that runs this thread's sync code (set by asgiref in its worker threads)."""
     local = SyncToAsync.threadlocal
     loop = getattr(local, "main_event_loop", None)
@@ -45,7 +45,7 @@ def send_soon(send: Callable[..., Awaitable[Any]], /, *args: Any, **kwargs: Any)
     """Run `send(*args, **kwargs)` (a coroutine function) on the server's loop without waiting for it;
     with no running server loop, run it now. A failed push is logged: the page shows the change on
     its next load."""
-    loop = _server_loop()
+    loop = server_loop()
     if loop is None:
         try:
             async_to_sync(send)(*args, **kwargs)

@@ -6,6 +6,14 @@ questions (new routed questions to an owner), reviews (review items and re-verif
 (items waiting past the tag's target time), answers (answers and corrections to an asker). The
 daily digest (routing/reminders.py) is the `digest` choice. People choose on their notification
 settings page (routing:notifications).
+
+Every email goes out through `send_email`, and never on the database thread while the server runs:
+from sync code that the server's event loop runs in a worker thread (a consumer's
+`database_sync_to_async`, the `transaction.on_commit` hooks there, a sync view, the schedule's
+reminders) the email is queued to one mail thread and sent after the call returned, in the order
+queued (ragchat.mail); elsewhere (`manage.py send_reminders`, a worker process, a sync test) it is
+sent before the call returns. A failed send is logged ("routing: email failed") and never undoes
+what was done; what is queued when the process ends is sent first.
 """
 
 from __future__ import annotations
@@ -15,8 +23,9 @@ from collections.abc import Iterable
 from enum import StrEnum
 
 from django.conf import settings
-from django.core.mail import send_mail
+from django.core.mail import EmailMessage
 
+from ragchat import mail
 from ragchat.live import group_send
 from routing.models import NotificationPreference
 
@@ -74,17 +83,18 @@ def badges_changed(user_ids: Iterable) -> None:
     push(user_ids, {"type": "nav.badges"})
 
 
-def send_email(*, subject: str, body: str, to: list[str]) -> bool:
-    try:
-        send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, to, fail_silently=False)
-    except Exception as e:  # a mail server outage must not undo what was done
-        logger.error("routing: email failed: %s", e, extra={"event": "routing_email_failed"})
-        return False
-    return True
+def send_email(*, subject: str, body: str, to: list[str]) -> None:
+    """One email, sent now or queued to the mail thread (see above); a failure is logged, never raised."""
+    mail.send(EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, to), failed=_email_failed)
+
+
+def _email_failed(error: Exception) -> None:
+    logger.error("routing: email failed: %s", error, extra={"event": "routing_email_failed"})
 
 
 def email_people(*, users: Iterable, kind: Kind, subject: str, body: str) -> list[str]:
-    """Email the people among `users` who want this kind of email; returns the addresses sent to."""
+    """Email the people among `users` who want this kind of email; returns the addresses it went to
+    (sent, or queued to be sent)."""
     addresses = sorted({u.email for u in users if wants_email(u, kind)})
     if addresses:
         send_email(subject=subject, body=body, to=addresses)

@@ -11,6 +11,16 @@ os.environ.setdefault("RAGCHAT_WARMUP", "0")
 pytest_plugins = ["tests.fakes.plugin"]
 
 
+@pytest.fixture(autouse=True)
+def _emails_sent():
+    """Emails a test queued to the mail thread (ragchat.mail) are sent before the next test starts,
+    into this test's outbox and with its settings."""
+    yield
+    from ragchat.mail import wait_sent
+
+    assert wait_sent(30), "an email was still being sent 30 s after the test"
+
+
 @pytest.fixture
 def rag_runtime(settings, tmp_path, ollama_url):
     """Point the process's RAG parts at a fresh embedded Qdrant in tmp_path, the fake Ollama server

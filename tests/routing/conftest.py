@@ -15,6 +15,7 @@ from django.test import Client
 from chat import turns
 from chat.models import ChatSession, Message
 from documents.models import Document, Tag
+from ragchat.mail import wait_sent
 from ragchat.services.types import ChunkRecord
 from tests.chat.conftest import open_tab, session_cookie
 
@@ -164,7 +165,7 @@ def high_confidence(fake) -> None:
 
 
 async def ask(user, question: str, *, session=None) -> tuple[ChatSession, Message]:
-    """Ask through the chat websocket and wait until the turn (and its routing) is done."""
+    """Ask through the chat websocket and wait until the turn (and its routing, emails included) is done."""
     if session is None:
         session = await ChatSession.objects.acreate(owner=user)
     tab = await open_tab(user, session.pk)
@@ -172,6 +173,7 @@ async def ask(user, question: str, *, session=None) -> tuple[ChatSession, Messag
     await tab.ask(question)
     await tab.until_final()
     await turns.wait_idle()
+    assert wait_sent()  # the turn queued its emails (a routed question's) to the mail thread
     await tab.close()
     answer = await Message.objects.filter(session=session, role="assistant").order_by("-id").afirst()
     return session, answer

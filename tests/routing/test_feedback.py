@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from chat.models import AnswerFeedback, ChatSession, Message
 from documents.models import Document
+from ragchat.mail import wait_sent
 from routing.figures import tag_figures
 from routing.models import RoutedQuestion
 from routing.services import question_answer
@@ -36,7 +37,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 @sync_to_async
 def post(user, url, data=None, **extra):
-    return client_for(user).post(url, data or {}, **extra)
+    """POST as `user`; returns once the emails it queued (this thread runs under the test's loop) are sent."""
+    response = client_for(user).post(url, data or {}, **extra)
+    assert wait_sent()
+    return response
 
 
 @sync_to_async

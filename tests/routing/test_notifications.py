@@ -4,6 +4,7 @@ reaches only people who may open the item. Real database, Django's locmem email 
 
 from __future__ import annotations
 
+import logging
 import threading
 from datetime import datetime, timedelta
 
@@ -167,6 +168,17 @@ def test_new_question_email_follows_the_owners_choice(asker, owner, tags, mailou
     assert mail.body.startswith("A question was routed to you: Erin Asker asked")
     assert "Where do I park?" in mail.body
     assert f"https://chat.example.com/routing/q/{q.pk}/" in mail.body
+
+
+def test_a_mail_server_outage_is_logged_not_raised(asker, owner, tags, mailoutbox, settings, caplog):
+    settings.EMAIL_BACKEND = "tests.fakes.mail.BrokenBackend"
+    q = make_question(asker=asker, tag=tags["facilities"], target=owner, text="Where do I park?", hours_ago=0)
+    with caplog.at_level(logging.ERROR, logger="routing.notifications"):
+        notify_new_question(question_id=q.pk)  # no server loop here: sent, and failed, before it returns
+    [record] = [r for r in caplog.records if r.name == "routing.notifications"]
+    assert record.getMessage() == "routing: email failed: mail server down"
+    assert record.levelno == logging.ERROR and record.event == "routing_email_failed"
+    assert mailoutbox == []
 
 
 def test_review_item_email_says_an_answer_was_down_voted(asker, owner, tags, mailoutbox):

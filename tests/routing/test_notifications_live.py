@@ -11,6 +11,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from documents.models import Tag
+from ragchat.mail import wait_sent
 from routing.models import VerifiedAnswer
 from routing.services import notify_new_question, question_close
 from tests.routing.conftest import open_inbox
@@ -67,6 +68,7 @@ async def test_review_items_and_needs_review_count_in_the_live_badge(asker, owne
     )
     await sync_to_async(notify_new_question)(question_id=item.pk)
     assert await next_badge(owner_nav) == "1"
+    assert wait_sent()  # queued to the mail thread: this ran under the test's loop
     assert [m.subject for m in mailoutbox] == ["[ragchat] Answer down-voted: Facilities (outdated)"]
 
     # Verified knowledge on the owner's tag starts needing review: the badge counts it, and the
@@ -75,6 +77,7 @@ async def test_review_items_and_needs_review_count_in_the_live_badge(asker, owne
     assert await owner_nav.comm.receive_nothing(timeout=0.3)  # verified: nothing waits
     await set_status(verified, VerifiedAnswer.Status.NEEDS_REVIEW)
     assert await next_badge(owner_nav) == "2"
+    assert wait_sent()
     mail = mailoutbox[-1]
     assert mail.subject == "[ragchat] Verified answer needs review: Facilities" and mail.to == ["olivia@example.com"]
     assert "A source was replaced" in mail.body and "How many parking spaces are there?" in mail.body
@@ -116,6 +119,7 @@ async def test_needs_review_without_an_owner_reaches_the_admins_badge_only(asker
     verified = await verified_on(tags["it"], "Who fixes the printer?")  # "it" has no owner
     await set_status(verified, VerifiedAnswer.Status.NEEDS_REVIEW)
     assert await next_badge(admin_nav) == "1"
+    assert wait_sent()
     assert [m.to for m in mailoutbox] == [["root@example.com"]]
     assert await owner_nav.comm.receive_nothing(timeout=0.5)
     await admin_nav.close()

@@ -4,19 +4,25 @@ the real database, Django's locmem email backend."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import threading
+import time
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from chat.models import Message
+from chat import turns
+from chat.models import ChatSession, Message
+from ragchat.mail import wait_sent
 from routing.models import QuestionGroup, RoutedQuestion
 from routing.services import question_answer, question_route
 from tests.chat.conftest import open_tab
+from tests.fakes.mail import SLOW_SECONDS
 from tests.routing.conftest import (
     CANTEEN_Q,
     CONTRACT_Q,
@@ -68,7 +74,10 @@ def get(who, url):
 
 @sync_to_async
 def post(who, url, data=None, **extra):
-    return _client(who).post(url, data or {}, **extra)
+    """POST; returns once the emails it queued (this thread runs under the test's loop) are sent."""
+    response = _client(who).post(url, data or {}, **extra)
+    assert wait_sent()
+    return response
 
 
 # ------------------------------------------------------------------------------------- creation
@@ -188,6 +197,63 @@ async def test_a_greeting_cannot_be_escalated(asker, owner, corpus, fake_ollama)
     response = await post(asker, reverse("routing:escalate", args=[answer.pk]), HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and "This reply cannot be sent to an owner." in response.content.decode()
     assert await routed() == []
+
+
+# ------------------------------------------------------------------------------------- email
+
+
+async def test_a_slow_mail_server_does_not_hold_the_database_thread(
+    asker, owner, corpus, fake_ollama, mailoutbox, settings
+):
+    """The routed question's email is made on the consumer's database thread (an on_commit hook)
+    and sent on the mail thread (ragchat.mail): while the mail server takes SLOW_SECONDS, the
+    process's other database work goes on, and the email still arrives."""
+    settings.EMAIL_BACKEND = "tests.fakes.mail.SlowBackend"
+    low_confidence(fake_ollama)
+    session = await ChatSession.objects.acreate(owner=asker)
+    tab = await open_tab(asker, session.pk)
+    assert await tab.connect()
+    waits: list[float] = []
+
+    async def probe() -> None:  # another user's database work, all through the turn and the send
+        while True:
+            started = time.monotonic()
+            await database_sync_to_async(RoutedQuestion.objects.exists)()
+            waits.append(time.monotonic() - started)
+            await asyncio.sleep(0.02)
+
+    prober = asyncio.create_task(probe())
+    try:
+        await tab.ask(PARKING_Q)
+        await tab.until_final()
+        await turns.wait_idle()
+        deadline = time.monotonic() + 5 * SLOW_SECONDS
+        while not mailoutbox and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+    finally:
+        prober.cancel()
+        await asyncio.gather(prober, return_exceptions=True)
+        await tab.close()
+    [question] = await routed()
+    [mail] = mailoutbox
+    assert mail.to == ["olivia@example.com"] and PARKING_Q in mail.body
+    assert len(waits) > 10 and max(waits) < SLOW_SECONDS / 2
+
+
+async def test_a_mail_server_outage_is_logged_and_the_question_still_routed(
+    asker, owner, corpus, fake_ollama, mailoutbox, settings, caplog
+):
+    settings.EMAIL_BACKEND = "tests.fakes.mail.BrokenBackend"
+    low_confidence(fake_ollama)
+    with caplog.at_level(logging.ERROR, logger="routing.notifications"):
+        _, answer = await ask(asker, PARKING_Q)
+    assert answer.action == "ROUTE"
+    [question] = await routed()
+    assert question.target_id == owner.pk and question.status == "open"
+    [record] = [r for r in caplog.records if r.name == "routing.notifications"]
+    assert record.getMessage() == "routing: email failed: mail server down"
+    assert record.levelno == logging.ERROR and record.event == "routing_email_failed"
+    assert mailoutbox == []
 
 
 # ------------------------------------------------------------------------------------- access
