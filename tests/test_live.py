@@ -6,10 +6,15 @@ from __future__ import annotations
 import asyncio
 import logging
 
+import pytest
 from channels.db import database_sync_to_async
 from channels.layers import get_channel_layer
 
 from ragchat import live
+
+# database_sync_to_async closes the database thread's connection if it is unusable: an earlier test
+# may have left that thread's connection open, and pytest-django refuses it to an unmarked test.
+pytestmark = pytest.mark.django_db
 
 
 async def test_a_push_from_the_database_thread_does_not_wait_for_the_loop():
