@@ -9,7 +9,9 @@ from django.contrib.auth.decorators import login_required
 from django.db.models import Count
 from django.http import Http404
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from access import policy
 from documents import sites
@@ -93,13 +95,23 @@ def site_crawl(request, site_id):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def site_delete(request, site_id):
+    """GET: the page that asks first, where the source's Delete leads without script; POST: delete.
+    With script the dialog asks (data-confirm, static/js/confirm.js) and htmx posts; the server sends
+    the browser where a form would go."""
     site = _site(request, site_id)
+    if request.method == "GET":
+        return render(request, "documents/site_delete.html", {"site": site, "pages": site.documents.count()})
     if site.runs.filter(status="running").exists():
         messages.info(request, "Wait until the crawl finishes, then delete the source.")
-        return redirect("documents:site_detail", site_id=site.pk)
+        return _go(request, reverse("documents:site_detail", args=[site.pk]))
     name = site.name
     removed = sites.site_delete(site=site, actor=request.user)
     messages.success(request, f"“{name}” and its {removed} page{'s' if removed != 1 else ''} were deleted.")
-    return redirect("documents:sites")
+    return _go(request, reverse("documents:sites"))
+
+
+def _go(request, url: str):
+    """A form's answer: a redirect (htmx is told to load the page: HX-Redirect)."""
+    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)

@@ -13,7 +13,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from access import policy
 from documents import selectors, services
@@ -154,12 +156,27 @@ def _managed_document(request, document_id):
     return document
 
 
+def _from_row(request, document) -> bool:
+    """An htmx action of the document's row in the list (hx-target="#doc-<id>"): it gets the row back."""
+    return bool(request.htmx) and request.htmx.target == f"doc-{document.pk}"
+
+
+def _back(request, document) -> str:
+    """Where a form without script returns: the list when it was sent from the list (from=list), else
+    the document's page."""
+    if request.POST.get("from") == "list" or request.GET.get("from") == "list":
+        return reverse("documents:list")
+    return reverse("documents:detail", args=[document.pk])
+
+
 def _row_or_redirect(request, document, message: str | None = None, level=messages.SUCCESS):
-    if request.htmx:
+    if _from_row(request, document):
         return HttpResponse(render_row(user=request.user, document=document))
     if message:
         messages.add_message(request, level, message)
-    return redirect("documents:detail", document_id=document.id)
+    if request.htmx:
+        return HttpResponseClientRedirect(_back(request, document))
+    return redirect(_back(request, document))
 
 
 @login_required
@@ -217,17 +234,27 @@ def document_rename(request, document_id):
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def document_delete(request, document_id):
+    """GET: the page that asks first, where Delete leads without script (from the document's page, or
+    from its row in the list with from=list); POST: delete. With script the dialog asks (data-confirm,
+    static/js/confirm.js) and htmx posts: the row's action gets an empty row, the page's is sent to
+    the list. Readers who may not manage it, and everyone else, get the missing document's 404."""
     document = _managed_document(request, document_id)
+    if request.method == "GET":
+        cancel_url = _back(request, document)
+        context = {"d": document, "cancel_url": cancel_url, "from_list": cancel_url == reverse("documents:list")}
+        return render(request, "documents/delete.html", context)
     problem = services.delete_problem(document=document)
     if problem:
         return _row_or_redirect(request, document, problem, messages.INFO)
-    title = document.title
+    title, from_row = document.title, _from_row(request, document)
     services.document_delete(document=document, actor=request.user, request=request)
-    if request.htmx:
+    if from_row:
         return HttpResponse("")
     messages.success(request, f"“{title}” and its indexed chunks were deleted.")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("documents:list"))
     return redirect("documents:list")
 
 

@@ -21,8 +21,14 @@ pytestmark = pytest.mark.django_db
 
 NOT_FOUND = "There is nothing to show at this address."
 FORBIDDEN = "Your account does not have permission for this page or action."
+# The expired-form sentence (templates/_form_expired.html): said on the page whose form expired
+# (an htmx action's message) and, on the page that replaces it, of the page the form was on.
 EXPIRED = (
     "This page was open too long, or you signed in again in another tab, so its form expired and nothing was sent."
+)
+EXPIRED_PAGE = (
+    "The page you came from was open too long, or you signed in again in another tab, so its form expired and "
+    "nothing was sent. Go back, reload it and try again."
 )
 BROKEN = "The server ran into a problem and could not finish this request."
 # What Django's own pages (plain or debug) say, none of which a person may see.
@@ -130,12 +136,15 @@ def test_a_form_with_a_stale_token_gets_the_expired_form_page(alice, answer):
     response = client.post(
         reverse("chat:rename", args=[answer.session_id]), {"title": "x", "csrfmiddlewaretoken": stale}
     )
-    page = product_page(response, 403, EXPIRED)
+    page = product_page(response, 403, EXPIRED_PAGE)
     assert "<title>The form expired · ragchat</title>" in page and "Back to your chats" in page
+    assert "This page was open too long" not in page  # "this page" is the form's, not this one
     assert ChatSession.objects.get(pk=answer.session_id).title == "Alice's chat"
 
     # No token at all, from someone not signed in (the sign-in form of a page left open): the same page.
-    page = product_page(Client(enforce_csrf_checks=True).post(reverse("login"), {"username": "alice"}), 403, EXPIRED)
+    page = product_page(
+        Client(enforce_csrf_checks=True).post(reverse("login"), {"username": "alice"}), 403, EXPIRED_PAGE
+    )
     assert f'href="{reverse("login")}">Sign in</a>' in page
 
 

@@ -381,6 +381,8 @@ ROUTES: dict[str, Route] = {
     "documents:retry": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:replace": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:delete": Route("POST", docs(MANAGES_DOC), state=_doc_state),
+    # Where Delete leads without script: the page that asks first (it deletes nothing).
+    "documents:delete#ask": Route("GET", docs(MANAGES_DOC), state=_doc_state),
     "documents:rename": Route("POST", docs(MANAGES_DOC), data={"title": "Renamed by the matrix"}, state=_doc_state),
     "documents:sites": Route("GET", one(CAN_UPLOAD)),
     # Without data the form is shown again with its errors: nothing is created, nothing is fetched.
@@ -388,6 +390,7 @@ ROUTES: dict[str, Route] = {
     "documents:site_detail": Route("GET", site_sources),
     "documents:site_crawl": Route("POST", site_sources, state=_site_state),
     "documents:site_delete": Route("POST", site_sources, state=_site_state),
+    "documents:site_delete#ask": Route("GET", site_sources, state=_site_state),
     "routing:inbox": Route("GET", one(HAS_INBOX)),
     "routing:mine": Route("GET", one(SIGNED_IN)),
     "routing:question": Route("GET", questions),

@@ -37,7 +37,16 @@ PAGES = {
     ),
     "fiona": (
         "pw-fiona-12345",
-        ["/documents/", "/documents/sites/", "/routing/inbox/", "/routing/q/{rq_b}/", "/routing/notifications/"],
+        [
+            "/documents/",
+            "/documents/{doc_b}/delete",  # the page that asks first (without script)
+            "/documents/sites/",
+            "/documents/sites/{site_b}/",
+            "/documents/sites/{site_b}/delete",  # the page that asks first (without script)
+            "/routing/inbox/",
+            "/routing/q/{rq_b}/",
+            "/routing/notifications/",
+        ],
     ),
     "root": (
         "pw-root-12345",

@@ -20,9 +20,12 @@ SETUP = r"""
 import json
 from ragchat.models import User
 from tests.access.conftest import build_world
+from documents.models import SiteSource
 w = build_world(User)
+site_b = SiteSource.objects.create(name="Beta help centre", tag=w.tags["beta"],
+                                   start_urls=["http://127.0.0.1:9/"], allowed_domains=["127.0.0.1"])
 print(json.dumps({"s1": str(w.sessions["s1"].pk), "rq_b": w.questions["rq_b"].pk,
-                  "doc_a": str(w.docs["doc_a"].pk)}))
+                  "doc_a": str(w.docs["doc_a"].pk), "doc_b": str(w.docs["doc_b"].pk), "site_b": site_b.pk}))
 """
 
 
@@ -61,7 +64,17 @@ PAGES = {
         "pw-emma-12345",
         ["/", "/chat/{s1}/", "/chat/{s1}/delete/", "/documents/", "/documents/{doc_a}/", "/routing/mine/"],
     ),
-    "fiona": ("pw-fiona-12345", ["/routing/inbox/", "/routing/q/{rq_b}/", "/routing/notifications/"]),
+    "fiona": (
+        "pw-fiona-12345",
+        [
+            "/routing/inbox/",
+            "/routing/q/{rq_b}/",
+            "/routing/notifications/",
+            # the pages that ask first (without script)
+            "/documents/{doc_b}/delete",
+            "/documents/sites/{site_b}/delete",
+        ],
+    ),
     "root": (
         "pw-root-12345",
         [

@@ -18,8 +18,14 @@ from tests.browser.test_csp_browser import SETUP
 pytestmark = pytest.mark.browser
 
 NOT_FOUND = "There is nothing to show at this address."
+# The expired-form sentence (templates/_form_expired.html): said on the page whose form expired
+# (an htmx action's message) and, on the page that replaces it, of the page the form was on.
 EXPIRED = (
     "This page was open too long, or you signed in again in another tab, so its form expired and nothing was sent."
+)
+EXPIRED_PAGE = (
+    "The page you came from was open too long, or you signed in again in another tab, so its form expired and "
+    "nothing was sent. Go back, reload it and try again."
 )
 WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
 
@@ -100,7 +106,7 @@ def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chr
     with first.expect_navigation() as navigation:
         first.click(".chat-menu button:has-text('Save name')")
     assert navigation.value.status == 403
-    _looks_right(first, "The form expired", EXPIRED, f"error-csrf-{label}.png")
+    _looks_right(first, "The form expired", EXPIRED_PAGE, f"error-csrf-{label}.png")
     first.goto(chat_url)
     assert first.inner_text("#chat-title") == title
     assert not violations, violations
@@ -137,6 +143,7 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     alert = first.locator("#flash .flash-error[role=alert]")
     alert.wait_for(state="visible", timeout=5_000)
     assert EXPIRED in alert.inner_text()
+    assert first.locator("#flash p").count() == 1  # the server's sentence, and no other said over it
     assert first.url == chat_url and first.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"
     reload = alert.locator("a", has_text="Reload the page")
     assert reload.get_attribute("href") == f"/chat/{ids['s1']}/"
@@ -181,7 +188,7 @@ def test_the_error_pages_pass_axe(server, chromium, view):
     page.click(".chat-menu summary")
     with page.expect_navigation() as navigation:
         page.click(".chat-menu button:has-text('Save name')")
-    assert navigation.value.status == 403 and EXPIRED in page.inner_text("main")
+    assert navigation.value.status == 403 and EXPIRED_PAGE in page.inner_text("main")
     problems["403 CSRF"] = axe_problems(page, AXE[-1].read_text())
     problems = {k: v for k, v in problems.items() if v}
     context.close()

@@ -4,8 +4,10 @@ the real pipeline into the real (embedded) Qdrant; re-crawl updates, removes and
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from django.urls import reverse
 
 from documents import sites
 from documents.models import CrawlRun, Document
@@ -423,3 +425,57 @@ def test_site_pages_add_crawl_and_delete(client, rag_runtime, vectors, crawl_set
     assert all(vectors.count(document_id=i) == 0 for i in ids)
     client.force_login(people["member"])
     assert client.get("/documents/sites/").status_code == 404
+
+
+def _unmasked(response) -> str:
+    """A page without its CSRF token (masked anew on every response)."""
+    return re.sub(r'(csrfmiddlewaretoken" value=|"X-CSRFToken": )"[^"]+"', "", response.content.decode())
+
+
+def test_deleting_a_site_source_without_script_asks_first_on_a_page_of_its_own(client, tags, people):
+    """The source's Delete leads, without script, to a page that asks (GET changes nothing); its Delete
+    posts, its Cancel goes back to the source. With script it still asks in a dialog (data-confirm)
+    and htmx posts; the server sends the browser to the websites list. Anyone who may not manage the
+    source (a member of its tag, another tenant) gets the missing source's 404."""
+    site = sites.SiteSource.objects.create(
+        tenant_id="default", name="Help <centre>", tag=tags["finance"], start_urls=["http://127.0.0.1:9/"]
+    )
+    url = reverse("documents:site_delete", args=[site.pk])
+    detail_url = reverse("documents:site_detail", args=[site.pk])
+    client.force_login(people["owner"])
+    detail = client.get(detail_url).content.decode()
+    link = re.findall(r"<(?:a|form) [^>]*data-confirm=\"Delete this website source[^>]*>", detail)
+    assert len(link) == 1 and link[0].startswith("<a ") and f'href="{url}"' in link[0]
+    assert f'hx-post="{url}"' in link[0]
+
+    page = client.get(url)
+    html = page.content.decode()
+    assert page.status_code == 200 and "<title>Delete this website source? · ragchat</title>" in html
+    assert 'class="topbar"' in html and '<h1 id="confirm-title">Delete this website source?</h1>' in html
+    assert "“Help &lt;centre&gt;” and its 0 pages will be deleted" in html
+    assert re.search(rf'<form method="post" action="{url}">\s*<input type="hidden" name="csrfmiddlewaretoken"', html)
+    assert f'href="{detail_url}">Cancel</a>' in html
+    assert sites.SiteSource.objects.filter(pk=site.pk).exists()
+
+    missing = reverse("documents:site_delete", args=[999999])
+    for who in ("member", "outsider", "other_tenant"):
+        client.force_login(people[who])
+        theirs, absent = client.get(url), client.get(missing)
+        assert theirs.status_code == absent.status_code == 404, who
+        assert _unmasked(theirs) == _unmasked(absent) and "Help" not in theirs.content.decode(), who
+    assert sites.SiteSource.objects.filter(pk=site.pk).exists()
+
+    client.force_login(people["owner"])
+    response = client.post(url)
+    assert response.status_code == 302 and response.url == reverse("documents:sites")
+    assert not sites.SiteSource.objects.filter(pk=site.pk).exists()
+
+    site = sites.SiteSource.objects.create(
+        tenant_id="default", name="Asked in a dialog", tag=tags["finance"], start_urls=["http://127.0.0.1:9/"]
+    )
+    response = client.post(reverse("documents:site_delete", args=[site.pk]), HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and response["HX-Redirect"] == reverse("documents:sites")
+    assert not sites.SiteSource.objects.filter(pk=site.pk).exists()
+    assert (
+        "“Asked in a dialog” and its 0 pages were deleted." in client.get(reverse("documents:sites")).content.decode()
+    )

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
+import uuid
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
 
 from documents.consumers import DocumentProgressConsumer
 from documents.models import Document
@@ -86,7 +90,8 @@ def test_list_filters_and_facets(client, people, upload):
 def test_retry_replace_and_delete_through_the_pages(client, people, upload, vectors):
     document = upload(make_text(["Version one text."]), "doc.txt")
     client.force_login(people["owner"])
-    row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
+    row_action = {**HTMX, "HTTP_HX_TARGET": f"doc-{document.id}"}  # htmx names the row it swaps
+    row = client.post(f"/documents/{document.id}/retry", **row_action).content.decode()
     assert f'id="doc-{document.id}"' in row and "ready" in row
     response = client.post(
         f"/documents/{document.id}/replace", {"file": SimpleUploadedFile("doc-v2.txt", b"Version two words here.")}
@@ -95,7 +100,8 @@ def test_retry_replace_and_delete_through_the_pages(client, people, upload, vect
     document.refresh_from_db()
     assert document.version == 2 and document.status == "ready"
     assert any("Version two" in r.chunk_text for r in vectors.search("version two", user_tags=["finance"]))
-    assert client.post(f"/documents/{document.id}/delete", **HTMX).content == b""
+    row_action = {**HTMX, "HTTP_HX_TARGET": f"doc-{document.id}"}  # htmx names the row it swaps
+    assert client.post(f"/documents/{document.id}/delete", **row_action).content == b""
     assert vectors.count(document_id=str(document.id)) == 0
     assert not Document.objects.exists()
 
@@ -199,10 +205,11 @@ def test_document_stuck_in_processing_can_be_retried_once_stale(client, people, 
     document = upload(make_text(["Interrupted by a restart."]), "stuck.txt")
     Document.objects.filter(pk=document.pk).update(status="processing", updated_at=timezone.now())
     client.force_login(people["owner"])
-    row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
+    row_action = {**HTMX, "HTTP_HX_TARGET": f"doc-{document.id}"}  # htmx names the row it swaps
+    row = client.post(f"/documents/{document.id}/retry", **row_action).content.decode()
     assert "processing" in row and "Retry" not in row  # fresh: somebody is working on it
     Document.objects.filter(pk=document.pk).update(updated_at=timezone.now() - timedelta(minutes=11))
-    row = client.post(f"/documents/{document.id}/retry", **HTMX).content.decode()
+    row = client.post(f"/documents/{document.id}/retry", **row_action).content.decode()
     assert 'data-status="ready"' in row
     assert vectors.count(document_id=str(document.id)) == 1
 
@@ -298,3 +305,94 @@ def test_a_manager_renames_a_document_and_citations_follow(client, people, uploa
     client.force_login(people["member"])
     assert client.get(f"/documents/{document.id}/").status_code == 200
     assert client.post(f"/documents/{document.id}/rename", {"title": "Mine"}).status_code == 404
+
+
+def _tag(html: str, pattern: str) -> str:
+    """The one opening tag of `html` that matches `pattern` (a regex over the tag's text)."""
+    found = re.findall(rf"<(?:a|form|button) [^>]*{pattern}[^>]*>", html)
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_deleting_a_document_without_script_asks_first_on_a_page_of_its_own(client, people, upload, vectors):
+    """The document page's Delete leads, without script, to a page that asks (GET changes nothing); its
+    Delete posts and goes to the list, its Cancel goes back. With script it still asks in a dialog
+    (data-confirm) and htmx posts: from the document's page the server sends the browser to the list."""
+    document = upload(make_text(["Expenses <policy> text."]), "expenses.txt")
+    Document.objects.filter(pk=document.pk).update(title="Expenses <policy>")
+    url = reverse("documents:delete", args=[document.pk])
+    detail_url = reverse("documents:detail", args=[document.pk])
+    client.force_login(people["owner"])
+    link = _tag(
+        client.get(detail_url).content.decode(), 'data-confirm="Delete this document and its indexed chunks\\?"'
+    )
+    assert link.startswith("<a ") and f'href="{url}"' in link and f'hx-post="{url}"' in link
+
+    page = client.get(url)
+    html = page.content.decode()
+    assert page.status_code == 200 and "<title>Delete this document? · ragchat</title>" in html
+    assert 'class="topbar"' in html and "css/app.css" in html  # the product's layout
+    assert '<h1 id="confirm-title">Delete this document?</h1>' in html
+    assert "“Expenses &lt;policy&gt;” and its indexed chunks will be deleted" in html
+    assert re.search(rf'<form method="post" action="{url}">\s*<input type="hidden" name="csrfmiddlewaretoken"', html)
+    assert f'href="{detail_url}">Cancel</a>' in html
+    assert Document.objects.filter(pk=document.pk).exists()
+
+    response = client.post(url)
+    assert response.status_code == 302 and response.url == reverse("documents:list")
+    assert not Document.objects.filter(pk=document.pk).exists()
+    assert "“Expenses &lt;policy&gt;” and its indexed chunks were deleted." in client.get(response.url).content.decode()
+
+    document = upload(make_text(["Asked in a dialog."]), "dialog.txt")
+    url = reverse("documents:delete", args=[document.pk])
+    response = client.post(url, **HTMX, HTTP_HX_CURRENT_URL=f"http://testserver{detail_url}")
+    assert response.status_code == 200 and response["HX-Redirect"] == reverse("documents:list")
+    assert not Document.objects.filter(pk=document.pk).exists()
+    assert vectors.count(document_id=str(document.pk)) == 0
+
+
+def test_the_list_rows_delete_and_retry_work_without_script(client, people, upload):
+    """A row's Delete is a link to the page that asks (back to the list on Cancel), which htmx turns
+    into a post after the dialog; its Retry is a form that posts (htmx swaps the row, without script
+    the list comes back with a message)."""
+    document = upload(make_text(["Row actions."]), "row.txt")
+    client.force_login(people["owner"])
+    listed = client.get(reverse("documents:list")).content.decode()
+    delete_url = reverse("documents:delete", args=[document.pk])
+    retry_url = reverse("documents:retry", args=[document.pk])
+    delete = _tag(listed, f'hx-post="{delete_url}"')
+    assert delete.startswith("<a ") and f'href="{delete_url}?from=list"' in delete
+    assert f'hx-target="#doc-{document.pk}"' in delete and 'data-confirm="' in delete
+    retry = _tag(listed, f'hx-post="{retry_url}"')
+    assert retry.startswith("<form ") and 'method="post"' in retry and f'action="{retry_url}"' in retry
+    assert re.search(rf'action="{retry_url}"[^>]*>\s*<input type="hidden" name="csrfmiddlewaretoken"', listed)
+    assert '<input type="hidden" name="from" value="list">' in listed
+
+    asked = client.get(f"{delete_url}?from=list").content.decode()
+    assert f'href="{reverse("documents:list")}">Cancel</a>' in asked
+    response = client.post(retry_url, {"from": "list"})
+    assert response.status_code == 302 and response.url == reverse("documents:list")
+    assert "Indexing started again." in client.get(response.url).content.decode()
+    # htmx from the row: the row comes back (retry) and goes (delete), as before.
+    row = client.post(retry_url, {"from": "list"}, **HTMX, HTTP_HX_TARGET=f"doc-{document.pk}").content.decode()
+    assert row.startswith(f'<tr id="doc-{document.pk}"')
+    assert client.post(delete_url, **HTMX, HTTP_HX_TARGET=f"doc-{document.pk}").content == b""
+    assert not Document.objects.filter(pk=document.pk).exists()
+
+
+def _unmasked(response) -> str:
+    """A page without its CSRF token (masked anew on every response)."""
+    return re.sub(r'(csrfmiddlewaretoken" value=|"X-CSRFToken": )"[^"]+"', "", response.content.decode())
+
+
+def test_the_delete_page_of_a_document_not_yours_to_delete_is_the_missing_ones_404(client, people, upload):
+    document = upload(make_text(["Finance only."]), "finance.txt")
+    missing = reverse("documents:delete", args=[uuid.uuid4()])
+    for who in ("member", "outsider", "other_tenant"):  # reads but may not manage; reads not; another tenant
+        client.force_login(people[who])
+        theirs = client.get(reverse("documents:delete", args=[document.pk]))
+        absent = client.get(missing)
+        assert theirs.status_code == absent.status_code == 404, who
+        assert _unmasked(theirs) == _unmasked(absent), who
+        assert "Finance only" not in theirs.content.decode() and "finance.txt" not in theirs.content.decode()
+    assert Document.objects.filter(pk=document.pk).exists()
