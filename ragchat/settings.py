@@ -125,10 +125,18 @@ LOGOUT_REDIRECT_URL = "login"
 # Channel layer: in-memory for one process, Redis when REDIS_URL is set (several processes).
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
+    # No socket read timeout on the layer's connections: redis-py 8 reads with a 5 s timeout by
+    # default, the same as channels_redis' blocking pop, so an idle tab's wait raced it ("Timeout
+    # reading from ...") and daphne closed its socket with 1011 (redis/redis-py#4091,
+    # django/channels_redis#422). A finite timeout above the pop (10 s, 30 s) left cancelled receives
+    # hanging (tests' event loops did not close); None, redis-py 7's default, does not.
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "prefix": env.str("CHANNELS_PREFIX", default="ragchat")},
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                "prefix": env.str("CHANNELS_PREFIX", default="ragchat"),
+            },
         }
     }
 else:

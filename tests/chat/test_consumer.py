@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings as django_settings
 
 from chat import turns
 from chat.models import ChatSession, Message
@@ -692,3 +693,19 @@ async def test_an_answer_paused_for_other_questions_streams_after_them_and_a_lat
     assert answer.status == Message.Status.COMPLETE and answer.error == ""
     assert answer.content == "Employees get twenty-five vacation days." and 'data-status="complete"' in final
     await tab.close()
+
+
+@pytest.mark.skipif(not django_settings.REDIS_URL, reason="the Redis channel layer (the PostgreSQL + Redis run)")
+async def test_an_idle_tab_waits_on_redis_past_the_blocking_pop_and_still_gets_its_frames():
+    """channels_redis waits for a message in 5 s blocking pops; redis-py 8 reads with a 5 s timeout by
+    default, so the pop raced the read ("Timeout reading from ...") and daphne closed idle tabs'
+    sockets with 1011. The layer reads without a timeout (settings.CHANNEL_LAYERS): a receive waits
+    through several pops and gets the next frame."""
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    with pytest.raises(TimeoutError):  # asyncio's wait_for, not a Redis read timeout
+        await asyncio.wait_for(layer.receive(channel), 11)
+    await layer.send(channel, {"type": "chat.message", "n": 1})
+    assert await asyncio.wait_for(layer.receive(channel), 5) == {"type": "chat.message", "n": 1}
