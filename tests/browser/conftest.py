@@ -47,6 +47,7 @@ def free_port() -> int:
 
 class LiveServer:
     def __init__(self, *, data_dir: Path, ollama_url: str, extra_env: dict[str, str] | None = None) -> None:
+        self.setup_output = ""  # what seeded_server's setup printed
         self.data_dir = data_dir
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -168,12 +169,26 @@ def seeded_server(
     tmp_path_factory, ollama_server, *, name: str, setup: str = "", extra_env: dict[str, str] | None = None
 ) -> LiveServer:
     """A server of its own for one test module: migrated, seeded by `setup` (run with
-    `manage.py shell` BEFORE the server opens the embedded Qdrant, so it may index), started."""
+    `manage.py shell` BEFORE the server opens the embedded Qdrant, so it may index), started. What
+    `setup` printed is kept in `server.setup_output` (ids the tests need)."""
     server = LiveServer(data_dir=tmp_path_factory.mktemp(name), ollama_url=ollama_server.url, extra_env=extra_env)
     if setup:
         server.manage("migrate", "-v0")
-        server.shell(setup)
+        server.setup_output = server.shell(setup)
     return server.start()
+
+
+# The two widths every page is looked at in: desktop and phone.
+WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
+
+
+def csp_context(chromium, width: int, height: int, *, script: bool = True):
+    """A browser context at this size (script on or off) under the app's CSP, and the CSP violations
+    its pages report."""
+    context = chromium.new_context(viewport={"width": width, "height": height}, java_script_enabled=script)
+    violations: list[str] = []
+    context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+    return context, violations
 
 
 @pytest.fixture(scope="session")

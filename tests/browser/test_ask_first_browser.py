@@ -11,12 +11,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, LiveServer, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, csp_context, seeded_server, sign_in
 
 pytestmark = pytest.mark.browser
 
 PASSWORD = "pw-olga-12345"
-WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
 DOCUMENT_QUESTION = "Delete this document and its indexed chunks?"
 
 SETUP = f"""
@@ -30,22 +29,11 @@ tag_create(tenant_id="default", name="Finance", slug="finance", owner=olga)
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory, ollama_server):
-    server = LiveServer(
-        data_dir=tmp_path_factory.mktemp("ask-first"), ollama_url=ollama_server.url, extra_env={"DJANGO_DEBUG": "false"}
+    server = seeded_server(
+        tmp_path_factory, ollama_server, name="ask-first", setup=SETUP, extra_env={"DJANGO_DEBUG": "false"}
     )
-    server.manage("migrate", "-v0")
-    server.shell(SETUP)
-    server.start()
     yield server
     server.stop()
-
-
-def _context(chromium, width, height, *, script: bool):
-    """A context under the app's CSP, and the CSP violations its pages report."""
-    context = chromium.new_context(viewport={"width": width, "height": height}, java_script_enabled=script)
-    violations: list[str] = []
-    context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    return context, violations
 
 
 def _last_line(out: str) -> str:
@@ -126,7 +114,7 @@ def _in_sight(page, selector: str) -> bool:
 def test_deleting_a_document_without_script_asks_on_a_page(live, chromium, width, height):
     label = "desktop" if width > 600 else "phone"
     doc_id = _new_document(live, f"Expenses {label}")
-    context, violations = _context(chromium, width, height, script=False)
+    context, violations = csp_context(chromium, width, height, script=False)
     page = context.new_page()
     sign_in(page, live.url, "olga", PASSWORD)
 
@@ -185,7 +173,7 @@ def test_deleting_a_document_without_script_asks_on_a_page(live, chromium, width
 def test_deleting_a_website_source_without_script_asks_on_a_page(live, chromium, width, height):
     label = "desktop" if width > 600 else "phone"
     site_id = _new_site(live, f"Help centre {label}")
-    context, violations = _context(chromium, width, height, script=False)
+    context, violations = csp_context(chromium, width, height, script=False)
     page = context.new_page()
     sign_in(page, live.url, "olga", PASSWORD)
     site_url = f"{live.url}/documents/sites/{site_id}/"
@@ -216,7 +204,7 @@ def test_deleting_a_website_source_without_script_asks_on_a_page(live, chromium,
 
 def test_deleting_a_document_with_script_asks_in_a_dialog(live, chromium):
     in_row, on_page = _new_document(live, "Travel in the row"), _new_document(live, "Travel on its page")
-    context, violations = _context(chromium, 1280, 800, script=True)
+    context, violations = csp_context(chromium, 1280, 800, script=True)
     page = context.new_page()
     sign_in(page, live.url, "olga", PASSWORD)
     asked: list[str] = []
@@ -248,7 +236,7 @@ def test_deleting_a_document_with_script_asks_in_a_dialog(live, chromium):
 
 def test_deleting_a_website_source_with_script_asks_in_a_dialog(live, chromium):
     site_id = _new_site(live, "Intranet")
-    context, violations = _context(chromium, 1280, 800, script=True)
+    context, violations = csp_context(chromium, 1280, 800, script=True)
     page = context.new_page()
     sign_in(page, live.url, "olga", PASSWORD)
     page.goto(f"{live.url}/documents/sites/{site_id}/")
@@ -270,7 +258,7 @@ def test_revoking_a_token_asks_first(live, chromium):
         "from api.services import token_create\nfrom ragchat.models import User\n"
         "token_create(user=User.objects.get(username='olga'), name='Build bot', scopes=['read'], expires_in_days=30)"
     )
-    context, violations = _context(chromium, 1280, 800, script=True)
+    context, violations = csp_context(chromium, 1280, 800, script=True)
     page = context.new_page()
     sign_in(page, live.url, "olga", PASSWORD)
     page.goto(f"{live.url}/api/tokens/")
@@ -299,7 +287,7 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     server out of reach: each says so in the message area, one sentence at a time, as an alert."""
     label = "desktop" if width > 600 else "phone"
     doc_id = _new_document(live, f"Parking {label}")
-    context, violations = _context(chromium, width, height, script=True)
+    context, violations = csp_context(chromium, width, height, script=True)
     page = context.new_page()
     sign_in(page, live.url, "olga", PASSWORD)
     detail_url = f"{live.url}/documents/{doc_id}/"

@@ -9,34 +9,19 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, LiveServer, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, csp_context, seeded_server, sign_in
 from tests.browser.test_csp_browser import SETUP
 
 pytestmark = pytest.mark.browser
 
-WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
-
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = LiveServer(
-        data_dir=tmp_path_factory.mktemp("chat-without-script"),
-        ollama_url=ollama_server.url,
-        extra_env={"DJANGO_DEBUG": "false"},
+    server = seeded_server(
+        tmp_path_factory, ollama_server, name="chat-without-script", setup=SETUP, extra_env={"DJANGO_DEBUG": "false"}
     )
-    server.manage("migrate", "-v0")
-    ids = json.loads(server.shell(SETUP).strip().splitlines()[-1])
-    server.start()
-    yield server, ids
+    yield server, json.loads(server.setup_output.strip().splitlines()[-1])
     server.stop()
-
-
-def _context(chromium, width, height, *, script: bool):
-    """A context under the app's CSP, and the CSP violations its pages report."""
-    context = chromium.new_context(viewport={"width": width, "height": height}, java_script_enabled=script)
-    violations: list[str] = []
-    context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    return context, violations
 
 
 def _new_chat(live, title: str) -> str:
@@ -84,7 +69,7 @@ def test_the_skip_link_leads_to_what_is_there(server, chromium, width, height):
     for path in ("/", f"/chat/{ids['s1']}/"):
         # Without script the question box is hidden: the skip link goes to the content, and the next
         # Tab starts there, past the top bar.
-        context, violations = _context(chromium, width, height, script=False)
+        context, violations = csp_context(chromium, width, height, script=False)
         page = context.new_page()
         sign_in(page, live.url, "emma", "pw-emma-12345")
         page.goto(live.url + path)
@@ -100,7 +85,7 @@ def test_the_skip_link_leads_to_what_is_there(server, chromium, width, height):
         context.close()
 
         # With script: the question box, focused.
-        context, violations = _context(chromium, width, height, script=True)
+        context, violations = csp_context(chromium, width, height, script=True)
         page = context.new_page()
         sign_in(page, live.url, "emma", "pw-emma-12345")
         page.goto(live.url + path)
@@ -117,7 +102,7 @@ def test_deleting_a_chat_without_script_asks_on_a_page(server, chromium, width, 
     label = "desktop" if width > 600 else "phone"
     session_id = _new_chat(live, f"Travel approvals {label}")
     chat_url = f"{live.url}/chat/{session_id}/"
-    context, violations = _context(chromium, width, height, script=False)
+    context, violations = csp_context(chromium, width, height, script=False)
     page = context.new_page()
     sign_in(page, live.url, "emma", "pw-emma-12345")
     page.goto(chat_url)
@@ -153,7 +138,7 @@ def test_deleting_a_chat_with_script_asks_in_a_dialog(server, chromium):
     live, _ = server
     session_id = _new_chat(live, "Parking permits")
     chat_url = f"{live.url}/chat/{session_id}/"
-    context, violations = _context(chromium, 1280, 800, script=True)
+    context, violations = csp_context(chromium, 1280, 800, script=True)
     page = context.new_page()
     sign_in(page, live.url, "emma", "pw-emma-12345")
     page.goto(chat_url)

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, LiveServer, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, csp_context, seeded_server, sign_in
 from tests.browser.test_axe_browser import AXE, axe_problems
 from tests.browser.test_csp_browser import SETUP
 
@@ -27,29 +27,15 @@ EXPIRED_PAGE = (
     "The page you came from was open too long, or you signed in again in another tab, so its form expired and "
     "nothing was sent. Go back, reload it and try again."
 )
-WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = LiveServer(
-        data_dir=tmp_path_factory.mktemp("error-pages"),
-        ollama_url=ollama_server.url,
-        extra_env={"DJANGO_DEBUG": "false"},
+    server = seeded_server(
+        tmp_path_factory, ollama_server, name="error-pages", setup=SETUP, extra_env={"DJANGO_DEBUG": "false"}
     )
-    server.manage("migrate", "-v0")
-    ids = json.loads(server.shell(SETUP).strip().splitlines()[-1])
-    server.start()
-    yield server, ids
+    yield server, json.loads(server.setup_output.strip().splitlines()[-1])
     server.stop()
-
-
-def _context(chromium, width, height):
-    """A context under the app's CSP, and the CSP violations its pages report."""
-    context = chromium.new_context(viewport={"width": width, "height": height})
-    violations: list[str] = []
-    context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    return context, violations
 
 
 def _looks_right(page, heading: str, sentence: str, screenshot: str) -> None:
@@ -68,7 +54,7 @@ def test_someone_elses_chat_is_the_product_404(server, chromium, width, height):
     live, ids = server
     ARTIFACTS.mkdir(exist_ok=True)
     label = "desktop" if width > 600 else "phone"
-    context, violations = _context(chromium, width, height)
+    context, violations = csp_context(chromium, width, height)
     page = context.new_page()
     sign_in(page, live.url, "fiona", "pw-fiona-12345")
     missing = page.goto(f"{live.url}/chat/{uuid.uuid4()}/")
@@ -87,7 +73,7 @@ def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chr
     back in the first tab she renames the chat: the expired-form page, and the chat keeps its name."""
     live, ids = server
     label = "desktop" if width > 600 else "phone"
-    context, violations = _context(chromium, width, height)
+    context, violations = csp_context(chromium, width, height)
     first = context.new_page()
     sign_in(first, live.url, "emma", "pw-emma-12345")
     chat_url = f"{live.url}/chat/{ids['s1']}/"
@@ -120,7 +106,7 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     that reloads it, the vote is not recorded, and after the reload the vote works."""
     live, ids = server
     label = "desktop" if width > 600 else "phone"
-    context, violations = _context(chromium, width, height)
+    context, violations = csp_context(chromium, width, height)
     first = context.new_page()
     sign_in(first, live.url, "emma", "pw-emma-12345")
     chat_url = f"{live.url}/chat/{ids['s1']}/"
