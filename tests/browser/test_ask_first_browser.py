@@ -137,6 +137,7 @@ def test_deleting_a_document_without_script_asks_on_a_page(live, chromium, width
 
     # From its row in the list: Retry posts and comes back to the list, which says so.
     page.goto(f"{live.url}/documents/")
+    assert not page.locator("#ws-state").is_visible()  # no live updates without script: no "connecting" dot
     row = page.locator(f"#doc-{doc_id}")
     row.scroll_into_view_if_needed()
     assert row.locator("button:has-text('Re-index')").is_visible() and row.locator("a:has-text('Delete')").is_visible()
