@@ -182,6 +182,12 @@ def seeded_server(
 WIDTHS = [pytest.param(1280, 800, id="desktop"), pytest.param(390, 844, id="phone")]
 
 
+def assert_no_sideways_scroll(page) -> None:
+    """The page fits its width: nothing scrolls sideways (a phone's 390 px included)."""
+    sideways = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert sideways[0] <= sideways[1] + 1, f"the page scrolls sideways: {sideways}"
+
+
 def csp_context(chromium, width: int, height: int, *, script: bool = True):
     """A browser context at this size (script on or off) under the app's CSP, and the CSP violations
     its pages report."""

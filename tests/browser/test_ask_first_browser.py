@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, csp_context, seeded_server, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, csp_context, seeded_server, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -78,11 +78,6 @@ def _site_exists(live, site_id: str) -> bool:
     return _last_line(out) == "True"
 
 
-def _no_sideways_scroll(page) -> None:
-    sideways = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert sideways[0] <= sideways[1] + 1, f"the page scrolls sideways: {sideways}"
-
-
 def _answer(asked: list[str], accept: bool):
     def handle(dialog):
         asked.append(dialog.message)
@@ -128,7 +123,7 @@ def test_deleting_a_document_without_script_asks_on_a_page(live, chromium, width
     assert page.locator("h1").inner_text() == "Delete this document?"
     assert f"“Expenses {label}” and its indexed chunks will be deleted" in page.inner_text("main")
     assert page.locator("header.topbar nav.topnav").is_visible()  # the product's layout
-    _no_sideways_scroll(page)
+    assert_no_sideways_scroll(page)
     page.screenshot(path=str(ARTIFACTS / f"document-delete-ask-{label}.png"), full_page=True)
     assert _document_exists(live, doc_id)  # asking changed nothing
     with page.expect_navigation():
@@ -184,7 +179,7 @@ def test_deleting_a_website_source_without_script_asks_on_a_page(live, chromium,
     assert page.url == f"{site_url}delete"
     assert page.title() == "Delete this website source? · ragchat"
     assert f"“Help centre {label}” and its 0 pages will be deleted from the index" in page.inner_text("main")
-    _no_sideways_scroll(page)
+    assert_no_sideways_scroll(page)
     page.screenshot(path=str(ARTIFACTS / f"site-delete-ask-{label}.png"), full_page=True)
     assert _site_exists(live, site_id)
     with page.expect_navigation():
@@ -315,7 +310,7 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     )
     assert alert.locator("a").get_attribute("href") == f"/documents/{doc_id}/"
     assert page.url == detail_url and _in_sight(page, "#flash")
-    _no_sideways_scroll(page)
+    assert_no_sideways_scroll(page)
     page.screenshot(path=str(ARTIFACTS / f"htmx-failure-404-{label}.png"))
 
     # A server error, then the server out of reach: each replaces the last sentence.

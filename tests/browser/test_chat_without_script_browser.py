@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, csp_context, seeded_server, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, csp_context, seeded_server, sign_in
 from tests.browser.test_csp_browser import SETUP
 
 pytestmark = pytest.mark.browser
@@ -115,8 +115,7 @@ def test_deleting_a_chat_without_script_asks_on_a_page(server, chromium, width, 
     assert f"“Travel approvals {label}” and all its messages will be deleted." in page.inner_text("main")
     assert page.locator("header.topbar nav.topnav").is_visible()  # the product's layout
     assert page.title() == "Delete this chat? · ragchat"
-    sideways = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert sideways[0] <= sideways[1] + 1, f"the page scrolls sideways: {sideways}"
+    assert_no_sideways_scroll(page)
     page.screenshot(path=str(ARTIFACTS / f"chat-delete-ask-{label}.png"), full_page=True)
     assert _chat_exists(live, session_id)  # asking changed nothing
 

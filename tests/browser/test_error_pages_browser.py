@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, csp_context, seeded_server, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, csp_context, seeded_server, sign_in
 from tests.browser.test_axe_browser import AXE, axe_problems
 from tests.browser.test_csp_browser import SETUP
 
@@ -38,14 +38,23 @@ def server(tmp_path_factory, ollama_server):
     server.stop()
 
 
+def _sign_in_again_in_another_tab(context, live) -> None:
+    """Emma signs out and in again in a second tab: the first tab's CSRF token is now stale."""
+    second = context.new_page()
+    second.goto(live.url + "/")
+    second.click("form.topbar-user button[type=submit]")  # Sign out
+    second.wait_for_url("**/accounts/login/**")
+    sign_in(second, live.url, "emma", "pw-emma-12345")
+    second.close()
+
+
 def _looks_right(page, heading: str, sentence: str, screenshot: str) -> None:
     main = page.inner_text("main")
     assert page.locator("h1").inner_text() == heading and sentence in main
     assert page.locator("header.topbar nav.topnav").is_visible()  # signed in: the app's own top bar
     back = page.locator("main a.btn-primary")
     assert back.inner_text() == "Back to your chats" and back.get_attribute("href") == "/"
-    width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert width[0] <= width[1] + 1, f"the page scrolls sideways: {width}"
+    assert_no_sideways_scroll(page)
     page.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
 
 
@@ -80,12 +89,7 @@ def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chr
     first.goto(chat_url)
     title = first.inner_text("#chat-title")
 
-    second = context.new_page()
-    second.goto(live.url + "/")
-    second.click("form.topbar-user button[type=submit]")  # Sign out
-    second.wait_for_url("**/accounts/login/**")
-    sign_in(second, live.url, "emma", "pw-emma-12345")
-    second.close()
+    _sign_in_again_in_another_tab(context, live)
 
     first.click(".chat-menu summary")
     first.fill("#rename-title", "Renamed from a stale page")
@@ -116,12 +120,7 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     assert feedback.get_attribute("data-vote") == "0"
     assert first.locator("#flash").is_hidden()  # empty: nothing said
 
-    second = context.new_page()
-    second.goto(live.url + "/")
-    second.click("form.topbar-user button[type=submit]")  # Sign out
-    second.wait_for_url("**/accounts/login/**")
-    sign_in(second, live.url, "emma", "pw-emma-12345")
-    second.close()
+    _sign_in_again_in_another_tab(context, live)
 
     with first.expect_response(lambda r: "/feedback/" in r.url) as refused:
         first.click(f"#{feedback_id} button.fb-up")
@@ -133,8 +132,7 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     assert first.url == chat_url and first.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"
     reload = alert.locator("a", has_text="Reload the page")
     assert reload.get_attribute("href") == f"/chat/{ids['s1']}/"
-    width_now = first.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert width_now[0] <= width_now[1] + 1, f"the page scrolls sideways: {width_now}"
+    assert_no_sideways_scroll(first)
     first.screenshot(path=str(ARTIFACTS / f"error-csrf-htmx-{label}.png"))
 
     with first.expect_navigation():
