@@ -356,16 +356,6 @@ class QueryBatcher(_Wrapper):
         self.max_batch = max(1, max_batch)
         self._batcher: Batcher[str, list[float]] = Batcher(self._embed_batch, max_batch=self.max_batch)
 
-    @property
-    def batches(self) -> int:
-        """Model calls made for queries."""
-        return self._batcher.runs
-
-    @property
-    def queries(self) -> int:
-        """Queries those calls embedded."""
-        return self._batcher.items
-
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         return await self.inner.embed_documents(texts)
 
