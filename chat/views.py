@@ -8,11 +8,11 @@ from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from chat import presenters, selectors, services
 from chat.models import ChatSession, Message
 from chat.signals import session_opened
+from ragchat.htmx import redirect_after_post
 
 
 def _session_or_404(request, session_id):
@@ -184,6 +184,4 @@ def session_delete(request, session_id):
     if request.method == "GET":
         return render(request, "chat/delete.html", {"session": session})
     services.session_delete(session=session)
-    if request.htmx:
-        return HttpResponseClientRedirect(reverse("home"))
-    return redirect("home")
+    return redirect_after_post(request, reverse("home"))

@@ -11,13 +11,13 @@ from django.http import Http404
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from access import policy
 from documents import sites
 from documents.forms import SiteForm
 from documents.models import SiteSource
 from documents.tasks import crawl_enqueue
+from ragchat.htmx import redirect_after_post
 
 
 def _site(request, site_id) -> SiteSource:
@@ -105,13 +105,8 @@ def site_delete(request, site_id):
         return render(request, "documents/site_delete.html", {"site": site, "pages": site.documents.count()})
     if site.runs.filter(status="running").exists():
         messages.info(request, "Wait until the crawl finishes, then delete the source.")
-        return _go(request, reverse("documents:site_detail", args=[site.pk]))
+        return redirect_after_post(request, reverse("documents:site_detail", args=[site.pk]))
     name = site.name
     removed = sites.site_delete(site=site, actor=request.user)
     messages.success(request, f"“{name}” and its {removed} page{'s' if removed != 1 else ''} were deleted.")
-    return _go(request, reverse("documents:sites"))
-
-
-def _go(request, url: str):
-    """A form's answer: a redirect (htmx is told to load the page: HX-Redirect)."""
-    return HttpResponseClientRedirect(url) if request.htmx else redirect(url)
+    return redirect_after_post(request, reverse("documents:sites"))

@@ -15,12 +15,12 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from access import policy
 from documents import selectors, services
 from documents.forms import FilterForm, ReplaceForm, UploadForm
 from documents.tasks import ingestion_enqueue
+from ragchat.htmx import redirect_after_post
 from ragchat.partials import render_partial
 
 
@@ -174,9 +174,7 @@ def _row_or_redirect(request, document, message: str | None = None, level=messag
         return HttpResponse(render_row(user=request.user, document=document))
     if message:
         messages.add_message(request, level, message)
-    if request.htmx:
-        return HttpResponseClientRedirect(_back(request, document))
-    return redirect(_back(request, document))
+    return redirect_after_post(request, _back(request, document))
 
 
 @login_required
@@ -253,9 +251,7 @@ def document_delete(request, document_id):
     if from_row:
         return HttpResponse("")
     messages.success(request, f"“{title}” and its indexed chunks were deleted.")
-    if request.htmx:
-        return HttpResponseClientRedirect(reverse("documents:list"))
-    return redirect("documents:list")
+    return redirect_after_post(request, reverse("documents:list"))
 
 
 @login_required
