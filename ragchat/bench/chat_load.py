@@ -62,6 +62,8 @@ REPO = Path(__file__).resolve().parents[2]
 # question and draft stored, shown, passages found, the request to the model sent, its first token
 # out of the core, the first token sent to the tabs, the answer stored.
 TURN_STEPS = ("prepared", "shown", "context", "generating", "token", "first_token", "final")
+# The same, with when the model (the fake) began each answer, from its own log, in its place.
+REPORTED_STEPS = (*TURN_STEPS[:4], "model", *TURN_STEPS[4:])
 
 
 def _free_port() -> int:
@@ -378,12 +380,17 @@ async def measure_concurrent(
     for _ in range(streams):  # every client connected before anyone asks
         await asyncio.wait_for(ready.acquire(), 180)
     cpu_before = family_total(process_cpu_seconds, server.server.pid) if server.server else None
+    fake_cpu_before = process_cpu_seconds(server.fake.pid) if server.fake else None
+    clients_cpu_before = time.process_time()
     started = time.time()
     start.set()
     results: list[StreamResult] = await asyncio.gather(*tasks)
     wall = time.time() - started
     cpu_after = family_total(process_cpu_seconds, server.server.pid) if server.server else None
     cpu = (cpu_after - cpu_before) if cpu_before is not None and cpu_after is not None else None
+    fake_cpu_after = process_cpu_seconds(server.fake.pid) if server.fake else None
+    fake_cpu = (fake_cpu_after - fake_cpu_before) if fake_cpu_before is not None and fake_cpu_after is not None else None
+    clients_cpu = time.process_time() - clients_cpu_before
     rss = family_total(process_rss_mb, server.server.pid) if server.server else None
     starts, ends = server.reply_times()
     added: list[float] = []  # against the fake's schedule
@@ -403,6 +410,12 @@ async def measure_concurrent(
             added.append((at - (begin + (n - 1) * token_interval)) * 1000)
             share = (n - 1) / (tokens - 1) if tokens > 1 else 0.0
             added_actual.append((at - (begin + share * actual)) * 1000)
+    steps = server.turn_steps({server.sessions[first_qid + i] for i in range(streams)}, started)
+    # When the model began each answer (the fake's log), on the same clock: between the request
+    # sent ("generating") and the first token out of the core ("token").
+    began = [starts[r.qid] - started for r in results if r.qid in starts]
+    if began:
+        steps["model"] = [round(pct(began, q), 3) for q in (0.05, 0.5, 0.95)]
     return {
         "streams": streams,
         "tokens_per_stream": tokens,
@@ -429,7 +442,11 @@ async def measure_concurrent(
         "server_cpu_s": round(cpu, 2) if cpu is not None else None,
         "server_cpu_pct": round(100 * cpu / wall, 1) if cpu is not None and wall > 0 else None,
         "server_rss_mb": round(rss, 1) if rss else None,
-        "steps": server.turn_steps({server.sessions[first_qid + i] for i in range(streams)}, started),
+        # The fake model's own CPU, and this process's (the websocket clients that measure): they
+        # share the box's two cores with the server.
+        "model_cpu_s": round(fake_cpu, 2) if fake_cpu is not None else None,
+        "clients_cpu_s": round(clients_cpu, 2),
+        "steps": steps,
     }
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
-from ragchat.bench.chat_load import TURN_STEPS
+from ragchat.bench.chat_load import REPORTED_STEPS
 from ragchat.bench.common import peak_rss_mb
 
 GOALS = {
@@ -304,7 +304,8 @@ def format_table(report: dict) -> str:
                 f" added latency p50 {c['added_latency_p50_ms']} ms p95 {c['added_latency_p95_ms']} ms"
                 f" (vs sent p95 {c['added_latency_vs_sent_p95_ms']} ms; fake lag p95 {c['fake_lag_p95_ms']} ms),"
                 f" ttft p95 {c['ttft_p95_ms']} ms, wall {c['wall_s']} s,"
-                f" server CPU {c.get('server_cpu_pct')}% of a core, RSS {c.get('server_rss_mb')} MB"
+                f" server CPU {c.get('server_cpu_pct')}% of a core, RSS {c.get('server_rss_mb')} MB;"
+                f" CPU s server {c.get('server_cpu_s')}, model {c.get('model_cpu_s')}, clients {c.get('clients_cpu_s')}"
             )
             if c["answer_errors"]:
                 lines.append(f"         answers the app failed: {c['statuses']} {c['answer_errors']}")
@@ -312,7 +313,7 @@ def format_table(report: dict) -> str:
             if steps.get("turns"):
                 reached = ", ".join(
                     f"{step.replace('_', ' ')} {'/'.join(f'{s:.2f}' for s in steps[step])}"
-                    for step in TURN_STEPS
+                    for step in REPORTED_STEPS
                     if step in steps
                 )
                 core = ", ".join(
