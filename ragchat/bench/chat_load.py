@@ -389,7 +389,9 @@ async def measure_concurrent(
     cpu_after = family_total(process_cpu_seconds, server.server.pid) if server.server else None
     cpu = (cpu_after - cpu_before) if cpu_before is not None and cpu_after is not None else None
     fake_cpu_after = process_cpu_seconds(server.fake.pid) if server.fake else None
-    fake_cpu = (fake_cpu_after - fake_cpu_before) if fake_cpu_before is not None and fake_cpu_after is not None else None
+    fake_cpu = (
+        (fake_cpu_after - fake_cpu_before) if fake_cpu_before is not None and fake_cpu_after is not None else None
+    )
     clients_cpu = time.process_time() - clients_cpu_before
     rss = family_total(process_rss_mb, server.server.pid) if server.server else None
     starts, ends = server.reply_times()
