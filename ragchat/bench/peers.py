@@ -212,7 +212,7 @@ def _ragchat(data: _Data, workdir: Path) -> tuple[float, Any]:
     from ragchat.services.vector_store import EdgeBackend, VectorService
     from ragchat.services.vector_store.access import access_conditions
     from ragchat.services.vector_store.backend import Stage
-    from ragchat.services.vector_store.payload import DENSE
+    from ragchat.services.vector_store.payload import DENSE, point_id
 
     loop = asyncio.new_event_loop()
     settings = RAGSettings(qdrant_path=str(workdir / "qdrant"), embedding_backend="hashing")
@@ -237,13 +237,15 @@ def _ragchat(data: _Data, workdir: Path) -> tuple[float, Any]:
         )
     loop.run_until_complete(store.settle())
     build = time.perf_counter() - t0
+    row_of_point = {point_id(doc, index): row for (doc, index), row in data.row_of.items()}
 
     def search(vector: np.ndarray, tags: list[str]) -> list[int]:
-        # Like the peers (LanceDB selects its row, Chroma includes nothing), only the row's key comes back.
+        # As a chat search's stages do, and like the peers (LanceDB selects its row, Chroma
+        # includes nothing): ids and scores only, no payload.
         conditions = access_conditions(user_tags=tags, tenant_id=TENANT)
-        stage = Stage(DENSE, vector.tolist(), conditions, K, keys=("document_id", "chunk_index"))
+        stage = Stage(DENSE, vector.tolist(), conditions, K, keys=())
         (hits,) = loop.run_until_complete(store.search_stages([stage]))
-        return [data.row_of[(h.payload["document_id"], h.payload["chunk_index"])] for h in hits]
+        return [row_of_point[h.id] for h in hits]
 
     return build, search
 

@@ -55,8 +55,9 @@ class Stage:
     conditions: Conditions
     limit: int
     exact: bool = False  # dense: scan every filtered chunk (the reference recall is measured against)
-    # The payload keys returned with each hit; None: the whole payload. A search ranks its stages'
-    # hits on a few keys, then fetches the whole payload of the ones it returns (Backend.fetch).
+    # The payload keys returned with each hit; None: the whole payload, (): none. A search ranks
+    # its stages' hits on ids and scores, then fetches the whole payload of the ones it returns
+    # (Backend.fetch).
     keys: tuple[str, ...] | None = None
 
 

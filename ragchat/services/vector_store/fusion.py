@@ -1,7 +1,8 @@
 """Client-side reciprocal rank fusion of the search stages, with a deterministic tie-break.
 
-Fused here rather than with the engine's Fusion.Rrf so that every tie is broken by source id
-(R-RET-6): the same corpus and question give the same order on every run and on either backend.
+Fused here rather than with the engine's Fusion.Rrf so that every tie is broken by point id, a
+function of the chunk's source (R-RET-6): the same corpus and question give the same order on every
+run and on either backend.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
@@ -23,41 +24,27 @@ logger = logging.getLogger(__name__)
 RRF_K = 60
 
 
-def rank_keys(conditions: Conditions) -> tuple[str, ...]:
-    """The payload keys ranking needs of each hit: the tie-break (document, chunk index) and every
-    key the access conditions name (for the re-check)."""
-    named = [key for key, _ in conditions.equals] + [key for key, _ in (*conditions.any_of, *conditions.none_of)]
-    return tuple(dict.fromkeys(["document_id", "chunk_index", *named]))
-
-
-def rank(
-    stage_hits: Sequence[Sequence[Hit]], conditions: Conditions, *, dense_stage: int | None = 0
-) -> list[tuple[str, float | None]]:
-    """Reciprocal rank fusion of the stages, with every tie broken by source id (R-RET-6): the point
+def rank(stage_hits: Sequence[Sequence[Hit]], *, dense_stage: int | None = 0) -> list[tuple[str, float | None]]:
+    """Reciprocal rank fusion of the stages, with every tie broken by point id (R-RET-6): the point
     ids in fused order, each with its cosine similarity when the dense stage found it (None: only
     BM25 did; `results` computes it from the stored vector).
 
-    Within a stage, hits are ranked by (-score, source id) so equal scores get a stable order; the
-    fused list is sorted by (-sum of 1/(k + rank), source id). A hit whose payload is outside the
-    access conditions is dropped (and logged): the engine filtered already, this is defence in depth.
+    A point id is a function of the chunk's source (document id and chunk index, `payload.point_id`),
+    so ranking needs no payload: the stages return ids and scores only. Within a stage, hits are
+    ranked by (-score, id) so equal scores get a stable order; the fused list is sorted by
+    (-sum of 1/(k + rank), id). The access filter is checked again on the points `results` builds
+    from, whose whole payload is fetched: the engine filtered already, that is defence in depth.
     """
     fused: dict[str, float] = {}
     cosine: dict[str, float] = {}
-    keys: dict[str, tuple[str, int]] = {}
     for stage_index, hits in enumerate(stage_hits):
-        admitted = []
-        for hit in hits:
-            if not allowed(hit.payload, conditions):
-                logger.error("vector store returned a chunk outside the access filter: %s", hit.id)
-                continue
-            keys[hit.id] = (str(hit.payload.get("document_id", "")), int(hit.payload.get("chunk_index", 0)))
-            if stage_index == dense_stage:
+        if stage_index == dense_stage:
+            for hit in hits:
                 cosine[hit.id] = max(0.0, min(1.0, hit.score))
-            admitted.append(hit)
-        admitted.sort(key=lambda h: (-round(h.score, 7), keys[h.id]))
-        for position, hit in enumerate(admitted, start=1):
+        ordered = sorted(hits, key=lambda h: (-round(h.score, 7), h.id))
+        for position, hit in enumerate(ordered, start=1):
             fused[hit.id] = fused.get(hit.id, 0.0) + 1.0 / (RRF_K + position)
-    order = sorted(fused, key=lambda pid: (-round(fused[pid], 12), keys[pid]))
+    order = sorted(fused, key=lambda pid: (-round(fused[pid], 12), pid))
     return [(pid, cosine.get(pid)) for pid in order]
 
 

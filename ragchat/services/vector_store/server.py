@@ -243,7 +243,7 @@ class ServerBackend:
                 using=stage.using,
                 filter=self._filter(stage.conditions),
                 limit=stage.limit,
-                with_payload=list(stage.keys) if stage.keys is not None else True,
+                with_payload=True if stage.keys is None else list(stage.keys) or False,
                 with_vector=False,
                 params=self.dense_params(exact=stage.exact) if stage.using == DENSE else None,
             )

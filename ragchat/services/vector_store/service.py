@@ -27,7 +27,7 @@ from ragchat.services.types import ChunkRecord, SearchResult
 from ragchat.services.vector_store.access import Conditions, access_conditions, scope_conditions
 from ragchat.services.vector_store.backend import Backend, CollectionMeta, Stage
 from ragchat.services.vector_store.edge import EdgeBackend
-from ragchat.services.vector_store.fusion import rank, rank_keys
+from ragchat.services.vector_store.fusion import rank
 from ragchat.services.vector_store.fusion import results as fused_results
 from ragchat.services.vector_store.payload import DENSE, PAYLOAD_FIELDS, SPARSE, PointData, chunk_payload, point_id
 from ragchat.services.vector_store.server import ServerBackend
@@ -40,14 +40,15 @@ class VectorService:
     """Chunks in Qdrant with access-filtered (hybrid) search.
 
     Score semantics of `search()`: results come in the fused order (RRF of the dense and BM25
-    stages when settings.rag_hybrid_search, else dense order), ties broken by source id, but each
-    `SearchResult.score` is the chunk's cosine similarity to the query embedding, clamped to 0-1:
-    the dense stage's own (Qdrant cosine) score, or, for a hit only BM25 found, computed with numpy
-    from the dense vector returned with it. RRF is fused client-side (not with the engine's
-    Fusion.Rrf) so that ties are broken by source id (R-RET-6). RRF scores are rank-based and
-    meaningless against the 0.3 similarity floor of spec v3; cosine is what that floor means. So a
-    BM25-only hit whose meaning is far from the question keeps its place but gets a low score,
-    and the quality filter downstream can still drop it.
+    stages when settings.rag_hybrid_search, else dense order), ties broken by point id (a function
+    of the source id), but each `SearchResult.score` is the chunk's cosine similarity to the query
+    embedding, clamped to 0-1: the dense stage's own (Qdrant cosine) score, or, for a hit only BM25
+    found, computed with numpy from the dense vector fetched with it. RRF is fused client-side (not
+    with the engine's Fusion.Rrf) so that ties are broken the same way on either backend
+    (R-RET-6). RRF scores are rank-based and meaningless against the 0.3 similarity floor of spec v3
+    (docs/specs/rag-service-spec-v3-FINAL.md); cosine is what that floor means. So a BM25-only hit
+    whose meaning is far from the question keeps its place but gets a low score, and the quality
+    filter downstream can still drop it.
     """
 
     def __init__(self, settings: RAGSettings, embedder: Embedder, *, backend: Backend | None = None) -> None:
@@ -261,16 +262,16 @@ class VectorService:
             user_tags=user_tags, tenant_id=tenant_id, cite_needs_review=self.settings.rag_needs_review_cited
         )
         prefetch = max(self.settings.rag_prefetch_limit, limit)
-        # Two steps: the stages return ids, scores and the few payload keys ranking needs; then the
+        # Two steps: the stages return ids and scores only (ranking needs no payload); then the
         # whole payload of the `limit` ranked first is fetched (and the dense vector of those only
-        # BM25 found). Payloads and vectors of every candidate were most of a search's time.
-        keys = rank_keys(conditions)
-        stages = [Stage(DENSE, vector, conditions, prefetch, keys=keys)] if mode != SEARCH_BM25 else []
+        # BM25 found), and checked against the access conditions again. Payloads and vectors of
+        # every candidate were most of a search's time.
+        stages = [Stage(DENSE, vector, conditions, prefetch, keys=())] if mode != SEARCH_BM25 else []
         sparse = bm25_query(query) if mode != SEARCH_DENSE else SparseVec((), ())
         if sparse.indices:
-            stages.append(Stage(SPARSE, sparse, conditions, prefetch, keys=keys))
+            stages.append(Stage(SPARSE, sparse, conditions, prefetch, keys=()))
         stage_hits = await self._backend.search_stages(stages) if stages else []
-        ranked = rank(stage_hits, conditions, dense_stage=0 if mode != SEARCH_BM25 else None)[:limit]
+        ranked = rank(stage_hits, dense_stage=0 if mode != SEARCH_BM25 else None)[:limit]
         points = await self._backend.fetch(
             [pid for pid, _ in ranked], with_dense=any(score is None for _, score in ranked)
         )
