@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 from ragchat.services.config import RAGSettings
 
@@ -188,8 +189,28 @@ MEDIA_URL = "/media-not-served/"  # originals are served by an access-checked vi
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# Email (routing/notifications.py, sent through ragchat/mail.py): the console by default; with
+# EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend, the mail server below. EMAIL_USE_TLS is
+# STARTTLS (usually port 587), EMAIL_USE_SSL TLS from the first byte (usually 465): one or neither.
+# No AUTH while EMAIL_HOST_USER or EMAIL_HOST_PASSWORD is empty. EMAIL_TIMEOUT bounds each network
+# step of a send (Django's own default is none): a mail server that accepts and never answers fails
+# the send after it (logged), instead of holding the mail thread and every email queued behind it.
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="ragchat@localhost")
+EMAIL_HOST = env.str("EMAIL_HOST", default="localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", default=25)
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", default="")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", default="")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", default=False)
+EMAIL_USE_SSL = env.bool("EMAIL_USE_SSL", default=False)
+EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:  # Django would refuse only when the first email is sent
+    raise ImproperlyConfigured(
+        "EMAIL_USE_TLS and EMAIL_USE_SSL are both true: set one, EMAIL_USE_TLS for STARTTLS (usually "
+        "port 587) or EMAIL_USE_SSL for TLS from the first byte (usually port 465)"
+    )
+if EMAIL_TIMEOUT <= 0:  # 0 would make the mail server's socket non-blocking: every send would fail
+    raise ImproperlyConfigured(f"EMAIL_TIMEOUT must be a number of seconds above 0, not {EMAIL_TIMEOUT:g}")
 RAGCHAT_BASE_URL = env.str("RAGCHAT_BASE_URL", default="http://127.0.0.1:8000")
 # Routing (R-ROUTE-6): an open question on the same tag at least this similar (cosine of the query
 # embeddings) joins its group, and one answer reaches every asker.

@@ -22,7 +22,7 @@ from ragchat.mail import wait_sent
 from routing.models import QuestionGroup, RoutedQuestion
 from routing.services import question_answer, question_route
 from tests.chat.conftest import open_tab
-from tests.fakes.mail import SLOW_SECONDS
+from tests.fakes.mail import SLOW_SECONDS, use_smtp
 from tests.routing.conftest import (
     CANTEEN_Q,
     CONTRACT_Q,
@@ -254,6 +254,19 @@ async def test_a_mail_server_outage_is_logged_and_the_question_still_routed(
     assert record.getMessage() == "routing: email failed: mail server down"
     assert record.levelno == logging.ERROR and record.event == "routing_email_failed"
     assert mailoutbox == []
+
+
+async def test_a_routed_question_reaches_its_owner_through_an_smtp_server(
+    asker, owner, corpus, fake_ollama, smtp_server, settings
+):
+    """The same email through Django's SMTP backend to a real mail server on a local port."""
+    use_smtp(settings, smtp_server.port, DEFAULT_FROM_EMAIL="ragchat@chat.example.com")
+    low_confidence(fake_ollama)
+    _, answer = await ask(asker, PARKING_Q)
+    assert answer.action == "ROUTE"
+    [received] = smtp_server.wait_for(1)
+    assert received.mail_from == "ragchat@chat.example.com" and received.rcpt_tos == ["olivia@example.com"]
+    assert received.message["To"] == "olivia@example.com" and PARKING_Q in received.message.get_content()
 
 
 # ------------------------------------------------------------------------------------- access
