@@ -556,6 +556,7 @@ async def turn_ask(
     `accepted()` (the asking tab's composer may clear), the question and the draft to every tab, and
     the turn's task. None when the session is gone (deleted meanwhile)."""
     turn = _reserve(session_id, question=question)
+    _embed_ahead(question)
     prepared = await _begin(turn, _Ask(user=user, session_id=turn.session_id, question=question))
     if prepared is None:
         return None
@@ -569,6 +570,25 @@ async def turn_ask(
             logger.info("the asking tab was not told its question was accepted: %s", e)
     await _launch(turn, user=user, prepared=prepared, title=prepared.title)
     return turn
+
+
+_ahead: set[asyncio.Task] = set()  # strong references: the loop keeps weak ones
+
+
+def _embed_ahead(question: str) -> None:
+    """The question's search text embedded while the turn is prepared (RAGService.embed_ahead): the
+    embedding model runs in a process of its own, so in a burst the two overlap instead of one
+    waiting for the other."""
+
+    async def run() -> None:
+        try:
+            await runtime.rag_service().embed_ahead(question)
+        except Exception as e:  # the search embeds it again, and says what failed
+            logger.debug("embedding a question ahead failed: %s", e)
+
+    task = asyncio.get_running_loop().create_task(run())
+    _ahead.add(task)
+    task.add_done_callback(_ahead.discard)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ References: requirement IDs (R-…): docs/requirements.md.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import hashlib
 import logging
@@ -385,6 +386,10 @@ class CachedEmbedder(_Wrapper):
         self.max_size = max_size
         self._cache: OrderedDict[tuple[str, str, str], list[float]] = OrderedDict()
         self._lock = threading.Lock()
+        # Query embeddings under way, per event loop (a task belongs to its loop).
+        self._pending: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, dict[tuple[str, str, str], asyncio.Task[list[float]]]
+        ] = weakref.WeakKeyDictionary()
         self.hits = 0
         self.misses = 0
 
@@ -433,12 +438,30 @@ class CachedEmbedder(_Wrapper):
         return list(vector) if vector is not None else None
 
     async def embed_query(self, text: str) -> list[float]:
+        """The query's vector: from the cache, or from the one model call already under way for
+        the same text (RAGService.embed_ahead, or the same question twice at once), or a new one."""
         key = self._key("query", text)
         vector = self._get(key)
         if vector is None:
+            loop = asyncio.get_running_loop()
+            pending = self._pending.setdefault(loop, {})
+            task = pending.get(key)
+            if task is None:
+                # A context of its own, as the Batcher's worker: it serves every caller of the text.
+                task = pending[key] = loop.create_task(
+                    self._embed_query(key, text, pending), context=contextvars.Context()
+                )
+            # Shielded: a caller that gives up (a closed tab) does not cancel it for the others.
+            vector = await asyncio.shield(task)
+        return list(vector)
+
+    async def _embed_query(self, key: tuple[str, str, str], text: str, pending: dict) -> list[float]:
+        try:
             vector = await self.inner.embed_query(text)
             self._put(key, vector)
-        return list(vector)
+            return vector
+        finally:
+            pending.pop(key, None)
 
     @property
     def size(self) -> int:

@@ -40,7 +40,7 @@ from .prompts import (
     RAG_SYSTEM_PROMPT,
 )
 from .reasoning import ThinkFilter
-from .retrieval import Reranker, build_retrieval_query, get_quality_context
+from .retrieval import Reranker, build_retrieval_query, get_quality_context, standalone_query
 from .routing import OwnerLookup, get_route_target
 from .smalltalk import detect_smalltalk
 from .types import (
@@ -393,6 +393,19 @@ class RAGService:
             settings=self.settings, model=model, elapsed_ms=_elapsed_ms(start), **extra
         )
         return ContextEvent(()), TokenEvent(response.answer), FinalEvent(response)
+
+    async def embed_ahead(self, query: str) -> None:
+        """Embed now the text a search for this new question will most likely embed, so that the
+        model works while the caller still prepares the turn (stores the question, reads the
+        history): a question that is no follow-up is searched as it stands (standalone_query), and
+        the embedder's cache then holds it, or the search waits for this same embedding. Small
+        talk is never searched; a follow-up's search text depends on the history, and a glossary
+        term in the question adds words to it: those embed their own text when they search."""
+        if detect_smalltalk(query) is not None:
+            return
+        text = standalone_query(query)
+        if text is not None:
+            await self.vector_service.embedder.embed_query(text)
 
     async def _retrieve(
         self, request: RAGRequest, retrieval_query: str, timings: dict[str, float]

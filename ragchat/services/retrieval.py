@@ -186,6 +186,12 @@ def is_follow_up(query: str) -> bool:
     return len(_topic_terms(query)) < SELF_CONTAINED_TERMS
 
 
+def standalone_query(query: str) -> str | None:
+    """The text build_retrieval_query gives for `query` whatever the conversation before it: the
+    raw question when it is no follow-up; None when the history decides."""
+    return None if is_follow_up(query) else query
+
+
 def build_retrieval_query(*, query: str, history: Sequence[ChatMessage] | None) -> tuple[str, str]:
     """The text to embed and the strategy name.
 
@@ -204,7 +210,7 @@ def build_retrieval_query(*, query: str, history: Sequence[ChatMessage] | None) 
     topic = topic[:TOPIC_MAX_TERMS]
     if not topic:
         return query, STRATEGY_FIRST
-    if not is_follow_up(query):
+    if standalone_query(query) is not None:
         return query, STRATEGY_NEW_TOPIC
     question_terms = set(_topic_terms(query))
     carried = [t for t in topic if t not in question_terms]

@@ -62,6 +62,54 @@ async def test_cache_never_embeds_the_same_text_twice():
     assert cached.hits == 2 and cached.model_name == "counting-3" and cached.dimension == 3
 
 
+class SlowCountingEmbedder(CountingEmbedder):
+    """Each query takes until `release` is set, so callers overlap; `fail` makes them fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+        self.fail = False
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        await self.release.wait()
+        if self.fail:
+            raise EmbeddingError("model gone")
+        return [float(len(text)), 0.0, 1.0]
+
+
+async def test_the_same_query_asked_while_it_is_embedded_shares_the_one_model_call():
+    inner = SlowCountingEmbedder()
+    cached = CachedEmbedder(inner, max_size=100)
+    ahead = asyncio.create_task(cached.embed_query("vacation policy"))  # RAGService.embed_ahead
+    gives_up = asyncio.create_task(cached.embed_query("vacation policy"))  # a tab closed meanwhile
+    search = asyncio.create_task(cached.embed_query("vacation policy"))
+    other = asyncio.create_task(cached.embed_query("parking"))
+    await asyncio.sleep(0)
+    gives_up.cancel()
+    await asyncio.sleep(0)
+    inner.release.set()
+    assert await ahead == await search == [15.0, 0.0, 1.0] and await other == [7.0, 0.0, 1.0]
+    assert gives_up.cancelled()
+    assert sorted(inner.queries) == ["parking", "vacation policy"]
+    assert await cached.embed_query("vacation policy") == [15.0, 0.0, 1.0] and len(inner.queries) == 2
+
+
+async def test_a_shared_query_call_that_fails_fails_its_callers_and_the_next_call_tries_again():
+    inner = SlowCountingEmbedder()
+    cached = CachedEmbedder(inner, max_size=100)
+    inner.fail = True
+    calls = [asyncio.create_task(cached.embed_query("badge")) for _ in range(2)]
+    await asyncio.sleep(0)
+    inner.release.set()
+    for call in calls:
+        with pytest.raises(EmbeddingError):
+            await call
+    assert inner.queries == ["badge"]
+    inner.fail = False
+    assert await cached.embed_query("badge") == [5.0, 0.0, 1.0] and inner.queries == ["badge", "badge"]
+
+
 async def test_cache_evicts_least_recently_used():
     inner = CountingEmbedder()
     cached = CachedEmbedder(inner, max_size=2)

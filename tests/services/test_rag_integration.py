@@ -233,6 +233,41 @@ async def test_generate_full_pipeline(rag, fake_ollama):
     assert response.query_strategy == STRATEGY_FIRST and response.retrieval_query == VACATION_Q
 
 
+class CountingHashing(HashingEmbedder):
+    """The hashing model, recording the queries it embeds."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.queries: list[str] = []
+
+    async def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return await super().embed_query(text)
+
+
+async def test_a_question_embedded_ahead_is_searched_without_embedding_it_again(rag_settings, fake_ollama):
+    """RAGService.embed_ahead (what a chat turn calls while it stores the question): a question that
+    stands alone is embedded once, ahead, and its search finds it in the cache; small talk and a
+    follow-up, whose search text the history decides, are not embedded ahead."""
+    model = CountingHashing()
+    vector = VectorService(rag_settings, CachedEmbedder(model))
+    await vector.initialize()
+    await vector.upsert_chunks(CORPUS)
+    rag = RAGService(vector, rag_settings)
+    try:
+        await rag.embed_ahead(VACATION_Q)
+        assert model.queries == [VACATION_Q]
+        cite(fake_ollama, 1)
+        response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+        assert response.retrieval_query == VACATION_Q and response.context
+        assert model.queries == [VACATION_Q]
+        await rag.embed_ahead("thanks!")
+        await rag.embed_ahead("And for contractors?")
+        assert model.queries == [VACATION_Q]
+    finally:
+        await vector.close()
+
+
 @pytest.mark.parametrize("case", ["nothing readable", "nothing over the similarity floor"])
 async def test_generate_zero_context(vector, rag_settings, fake_ollama, case):
     if case == "nothing readable":  # a tenant without documents: the vector service returns none
