@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from ragchat.services.bm25 import SparseVec
 from ragchat.services.vector_store.access import Conditions
@@ -38,8 +38,10 @@ def full_scan_threshold_kb(dimension: int) -> int:
     return max(10_000, EXACT_SEARCH_MAX_POINTS * max(1, dimension) * 4 // 1024)
 
 
-@dataclass(frozen=True)
-class Hit:
+class Hit(NamedTuple):
+    """One point a stage found or a fetch returned (a tuple: a search makes a hundred of them, and
+    a frozen dataclass took several times as long to build)."""
+
     id: str
     score: float  # the stage's own score (RRF for hybrid, cosine for dense)
     payload: dict[str, Any]

@@ -289,7 +289,10 @@ class EdgeBackend:
         return await self._run(facet)
 
     @staticmethod
-    def _hits(points: Sequence[Any]) -> list[Hit]:
+    def _hits(points: Sequence[Any], *, bare: bool = False) -> list[Hit]:
+        """Engine points as Hits; `bare`: ids and scores only (a search stage asked for no payload)."""
+        if bare:
+            return [Hit(str(p.id), p.score, {}) for p in points]
         out = []
         for p in points:
             vectors = p.vector or {}
@@ -329,7 +332,8 @@ class EdgeBackend:
             )
 
         batch = qe.QueryBatchRequest([request(stage) for stage in stages])
-        return [self._hits(points) for points in self._read(lambda: self._shard.query_batch(batch))]
+        found = self._read(lambda: self._shard.query_batch(batch))
+        return [self._hits(points, bare=stage.keys == ()) for stage, points in zip(stages, found, strict=True)]
 
     async def fetch(self, ids: Sequence[str], *, with_dense: bool = False) -> list[Hit]:
         if not ids:
