@@ -7,6 +7,7 @@ from django_htmx.http import reswap, retarget
 
 from access import policy
 from ragchat.health import health_report
+from ragchat.htmx import current_page
 
 
 @require_GET
@@ -31,6 +32,6 @@ def csrf_failure(request, reason: str = ""):
     page, whose new token makes the next try work."""
     if not getattr(request, "htmx", False):
         return csrf.csrf_failure(request, reason=reason)
-    reload_url = request.htmx.current_url_abs_path or reverse("home")
+    reload_url = current_page(request) or reverse("home")
     response = render(request, "_form_expired_flash.html", {"reload_url": reload_url}, status=403)
     return reswap(retarget(response, "#flash"), "innerHTML")

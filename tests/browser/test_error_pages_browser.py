@@ -1,8 +1,9 @@
 """The error pages in a real browser, on a server with DEBUG off as in production (the other browser
 tests' servers run with DEBUG on, which shows Django's debug pages instead): a chat that is not
-yours, and a form that expired because you signed in again in another tab. Each is the app's page
-under its Content-Security-Policy (no violation), passes axe-core, and is screenshot at desktop and
-phone widths (test-artifacts/)."""
+yours, and a form that expired because you signed in again in another tab; and an htmx action
+after the session ended, which leads to the sign-in page. Each is the app's page under its
+Content-Security-Policy (no violation), passes axe-core, and is screenshot at desktop and phone
+widths (test-artifacts/)."""
 
 from __future__ import annotations
 
@@ -38,14 +39,24 @@ def server(tmp_path_factory, ollama_server):
     server.stop()
 
 
-def _sign_in_again_in_another_tab(context, live) -> None:
-    """Emma signs out and in again in a second tab: the first tab's CSRF token is now stale."""
+def _sign_out_in_another_tab(context, live, *, then_sign_in: bool = False) -> None:
+    """Emma signs out in a second tab: the first tab's session has ended. `then_sign_in`: and in
+    again, so that the first tab's CSRF token is stale too."""
     second = context.new_page()
     second.goto(live.url + "/")
     second.click("form.topbar-user button[type=submit]")  # Sign out
     second.wait_for_url("**/accounts/login/**")
-    sign_in(second, live.url, "emma", "pw-emma-12345")
+    if then_sign_in:
+        sign_in(second, live.url, "emma", "pw-emma-12345")
     second.close()
+
+
+def _sign_in_again_in_another_tab(context, live) -> None:
+    _sign_out_in_another_tab(context, live, then_sign_in=True)
+
+
+def _session_cookie_gone(context, live) -> None:
+    context.clear_cookies(name="sessionid")  # as when the session expires
 
 
 def _looks_right(page, heading: str, sentence: str, screenshot: str) -> None:
@@ -144,6 +155,45 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     first.click(f"#{feedback_id} button.fb-up")  # undone: the chat as it was, for the other tests
     first.wait_for_selector(f"#{feedback_id}[data-vote='0']")
     assert first.locator("#flash .flash-error").count() == 0
+    assert not violations, violations
+    context.close()
+
+
+@pytest.mark.parametrize("ended", [_sign_out_in_another_tab, _session_cookie_gone], ids=["other-tab", "expired"])
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_an_htmx_action_after_the_session_ended_goes_to_the_sign_in_page(server, chromium, width, height, ended):
+    """Emma's chat is open; her session ends (signed out in another tab, or expired); she votes on an
+    answer (an htmx action): the browser goes to the sign-in page, the whole page and not a sign-in
+    page inside the vote bar, and signing in brings her back to her chat. Nothing was recorded."""
+    live, ids = server
+    label = "desktop" if width > 600 else "phone"
+    context, violations = csp_context(chromium, width, height)
+    page = context.new_page()
+    sign_in(page, live.url, "emma", "pw-emma-12345")
+    chat_path = f"/chat/{ids['s1']}/"
+    page.goto(live.url + chat_path)
+    feedback_id = page.locator("article.msg-assistant .feedback").first.get_attribute("id")
+    assert page.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"
+
+    ended(context, live)
+
+    with page.expect_navigation(url=f"{live.url}/accounts/login/**"):
+        page.click(f"#{feedback_id} button.fb-up")
+    assert page.url == f"{live.url}/accounts/login/?next={chat_path}"
+    # One page: one top bar, one main, one sign-in form, and no vote bar around it.
+    assert page.title() == "Sign in · ragchat"
+    assert page.locator("header.topbar").count() == 1 and page.locator("main").count() == 1
+    assert page.locator("form[action='/accounts/login/']").count() == 1 and page.locator(".feedback").count() == 0
+    assert page.locator("h1").inner_text() == "Sign in"
+    assert_no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / f"signed-out-htmx-{ended.__name__.strip('_')}-{label}.png"), full_page=True)
+
+    page.fill("input[name=username]", "emma")
+    page.fill("input[name=password]", "pw-emma-12345")
+    with page.expect_navigation():
+        page.click("main button[type=submit]")
+    assert page.url == live.url + chat_path  # back where she was
+    assert page.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"  # nothing was recorded
     assert not violations, violations
     context.close()
 
