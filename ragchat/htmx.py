@@ -1,11 +1,13 @@
-"""htmx and the server's answers: where a form's POST sends the browser, the page an htmx request
-came from, a refusal said in the page's message area, and the sign-in redirect of an htmx request.
+"""htmx and the server's answers: where a form's POST sends the browser, the page a request came
+from, a refusal said in the page's message area, and the sign-in redirect of an htmx request.
 
 htmx follows a redirect inside its swap and swaps no refused (4xx/5xx) response, so each of these
 answers an htmx request in htmx's own terms (HX-Redirect, HX-Retarget; static/js/refusals.js lets
 a retargeted refusal be swapped)."""
 
 from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
 from django.contrib import messages
@@ -22,10 +24,15 @@ def redirect_after_post(request, url: str) -> HttpResponse:
 
 
 def current_page(request) -> str | None:
-    """The path (and query) of this site's page an htmx request was sent from (HX-Current-URL,
-    django-htmx). None for another site's address, or a path this site's host would send elsewhere
-    ("//other.example/"): no place to link to or to sign in back to."""
-    path = request.htmx.current_url_abs_path if getattr(request, "htmx", None) else None
+    """The path (and query) of this site's page the request was sent from: an htmx request's
+    HX-Current-URL (django-htmx), a form's Referer. None for another site's address, or a path this
+    site's host would send elsewhere ("//other.example/"): no place to link to or to sign in back to."""
+    if getattr(request, "htmx", None):
+        path = request.htmx.current_url_abs_path
+    else:
+        referer = request.headers.get("Referer", "")
+        same_site = url_has_allowed_host_and_scheme(referer, {request.get_host()}, require_https=request.is_secure())
+        path = urlunsplit(urlsplit(referer)._replace(scheme="", netloc="")) if referer and same_site else None
     if path and path.startswith("/") and url_has_allowed_host_and_scheme(path, allowed_hosts=None):
         return path
     return None
