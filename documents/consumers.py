@@ -54,7 +54,7 @@ class DocumentProgressConsumer(UserGroupConsumer):
     @database_sync_to_async
     def _frames(self, document_id: str) -> list[str]:
         from documents.selectors import document_for_user, documents_for_user
-        from documents.views import row_context
+        from documents.views import render_row
 
         try:
             self.user.refresh_from_db(fields=["is_active", "is_superuser", "tenant_id"])
@@ -67,9 +67,7 @@ class DocumentProgressConsumer(UserGroupConsumer):
                 return []  # exists but is not theirs: say nothing
             row = render_partial("documents/_row_removed.html", {"document_id": document_id})
         else:
-            row = render_partial(
-                "documents/_row.html", {**row_context(user=self.user, document=document), "live": True}
-            )
+            row = render_row(user=self.user, document=document, live=True)
         total = documents_for_user(user=self.user).count()
         return [row, render_partial("documents/_count.html", {"total": total, "oob": True})]
 

@@ -181,13 +181,11 @@ def document_upload(*, user, upload, tags: Sequence[Tag]) -> Document:
     return document_create(user=user, data=upload.read(), filename=upload.name or "", tags=tags)
 
 
-MSG_DELETE_BUSY = "Wait until indexing finishes, then delete."
-
-
 def delete_problem(*, document: Document) -> str | None:
-    """Why a document cannot be deleted now (its indexing runs), or None."""
+    """Why a document cannot be deleted now (its indexing runs), or None: the one sentence every way
+    to delete says (its page, its row in the list, the API, retiring a verified answer)."""
     if document.status == Document.Status.PROCESSING and not document.is_stale:
-        return MSG_DELETE_BUSY
+        return f"“{document.title}” is still being indexed. Wait until indexing finishes, then delete it."
     return None
 
 

@@ -20,7 +20,7 @@ from access import policy
 from documents import selectors, services
 from documents.forms import FilterForm, ReplaceForm, UploadForm
 from documents.tasks import ingestion_enqueue
-from ragchat.htmx import redirect_after_post
+from ragchat.htmx import redirect_after_post, refuse_in_flash
 from ragchat.partials import render_partial
 
 
@@ -37,8 +37,9 @@ def rows_context(*, user, documents) -> list[dict]:
     return [row_context(user=user, document=d, manageable=manageable) for d in documents]
 
 
-def render_row(*, user, document) -> str:
-    return render_partial("documents/_row.html", row_context(user=user, document=document))
+def render_row(*, user, document, live: bool = False) -> str:
+    """The document's row in the list; `live`: out of band (hx-swap-oob), to replace the row on the page."""
+    return render_partial("documents/_row.html", {**row_context(user=user, document=document), "live": live})
 
 
 @login_required
@@ -237,13 +238,18 @@ def document_delete(request, document_id):
     """GET: the page that asks first, where Delete leads without script (from the document's page, or
     from its row in the list with from=list); POST: delete. With script the dialog asks (data-confirm,
     static/js/confirm.js) and htmx posts: the row's action gets an empty row, the page's is sent to
-    the list. Readers who may not manage it, and everyone else, get the missing document's 404."""
+    the list. While it is being indexed it is refused, saying why (a row's htmx action: in the page's
+    message area). Readers who may not manage it, and everyone else, get the missing document's 404."""
     document = _managed_document(request, document_id)
     if request.method == "GET":
         cancel_url = _back(request, document)
         context = {"d": document, "cancel_url": cancel_url, "from_list": cancel_url == reverse("documents:list")}
         return render(request, "documents/delete.html", context)
     problem = services.delete_problem(document=document)
+    if problem and _from_row(request, document):
+        # The row may be older than the document's state (it offered Delete): the sentence goes to the
+        # page's message area, and the row as it is now with it.
+        return refuse_in_flash(request, problem, also=render_row(user=request.user, document=document, live=True))
     if problem:
         return _row_or_redirect(request, document, problem, messages.INFO)
     title, from_row = document.title, _from_row(request, document)

@@ -1,5 +1,6 @@
 import uuid
 
+from ragchat.htmx import is_sign_in_redirect, sign_in_redirect
 from ragchat.services.logs import request_id_var
 
 
@@ -19,4 +20,20 @@ class RequestIdMiddleware:
         finally:
             request_id_var.reset(token)
         response["X-Request-ID"] = request.request_id
+        return response
+
+
+class HtmxSignInMiddleware:
+    """An htmx request whose session ended (it expired, or was signed out in another tab) is sent to
+    sign in by login_required like any other; htmx would follow that redirect and swap the sign-in
+    page into its target, a page inside the page. For every htmx request it becomes htmx's own
+    redirect: the sign-in page loads in place of the page, and leads back to it (ragchat.htmx)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        response = self.get_response(request)
+        if request.htmx and is_sign_in_redirect(response):
+            return sign_in_redirect(request)
         return response

@@ -1,12 +1,12 @@
 from django.http import JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
-from django.views import csrf
 from django.views.decorators.http import require_GET
 from django_htmx.http import reswap, retarget
 
 from access import policy
 from ragchat.health import health_report
+from ragchat.htmx import current_page
 
 
 @require_GET
@@ -25,12 +25,14 @@ async def health(request):
 
 def csrf_failure(request, reason: str = ""):
     """A request refused for its CSRF token (a page left open across a new sign-in, or too long).
-    A form gets the product's "The form expired" page (403_csrf.html). An htmx request would show
-    nothing (htmx swaps only successful responses): it gets the same sentence in the page's message
-    area (#flash, _base.html; static/js/refusals.js lets htmx swap it), with a link that reloads the
-    page, whose new token makes the next try work."""
+    A form gets the product's "The form expired" page (403_csrf.html), whose button opens the page the
+    form was on again (a fresh page, a new token; the browser's Reload would send the same form). An
+    htmx request would show nothing (htmx swaps only successful responses): it gets the same sentence
+    in the page's message area (#flash, _base.html; static/js/refusals.js lets htmx swap it), with a
+    link that reloads the page, whose new token makes the next try work. The reason goes to the log
+    (django.security.csrf), not to the person."""
     if not getattr(request, "htmx", False):
-        return csrf.csrf_failure(request, reason=reason)
-    reload_url = request.htmx.current_url_abs_path or reverse("home")
+        return render(request, "403_csrf.html", {"form_page_url": current_page(request)}, status=403)
+    reload_url = current_page(request) or reverse("home")
     response = render(request, "_form_expired_flash.html", {"reload_url": reload_url}, status=403)
     return reswap(retarget(response, "#flash"), "innerHTML")

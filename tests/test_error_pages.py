@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.template.loader import render_to_string
 from django.test import Client
 from django.urls import path, reverse
@@ -28,7 +28,11 @@ EXPIRED = (
 )
 EXPIRED_PAGE = (
     "The page you came from was open too long, or you signed in again in another tab, so its form expired and "
-    "nothing was sent. Go back, reload it and try again."
+    "nothing was sent. Open it again and try once more."
+)
+NOT_UNDERSTOOD = (
+    "Your browser sent a request the server could not understand, so nothing was changed. Go back and try again; "
+    "if it keeps happening, tell your administrator."
 )
 BROKEN = "The server ran into a problem and could not finish this request."
 # What Django's own pages (plain or debug) say, none of which a person may see.
@@ -54,9 +58,18 @@ def _forbidden(request):
     raise PermissionDenied
 
 
+def _bad_request(request):
+    raise BadRequest("a malformed request")
+
+
 # The URLconf of the tests marked urls(__name__): the project's, plus a page that fails and one that
 # refuses (the product raises PermissionDenied only in corners of the admin that admins never reach).
-urlpatterns = [path("test-boom/", _boom), path("test-forbidden/", _forbidden), *project_urls.urlpatterns]
+urlpatterns = [
+    path("test-boom/", _boom),
+    path("test-forbidden/", _forbidden),
+    path("test-bad-request/", _bad_request),
+    *project_urls.urlpatterns,
+]
 
 
 def product_page(response, status: int, sentence: str) -> str:
@@ -133,13 +146,30 @@ def test_a_form_with_a_stale_token_gets_the_expired_form_page(alice, answer):
     stale = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', chat_page).group(1)
     del client.cookies[settings.CSRF_COOKIE_NAME]
     client.get(reverse("home"))  # a new cookie, as signing in again in another tab gives
+    rename = reverse("chat:rename", args=[answer.session_id])
+    chat_url = reverse("chat:session", args=[answer.session_id])
     response = client.post(
-        reverse("chat:rename", args=[answer.session_id]), {"title": "x", "csrfmiddlewaretoken": stale}
+        rename, {"title": "x", "csrfmiddlewaretoken": stale}, HTTP_REFERER=f"http://testserver{chat_url}"
     )
     page = product_page(response, 403, EXPIRED_PAGE)
-    assert "<title>The form expired · ragchat</title>" in page and "Back to your chats" in page
+    assert "<title>The form expired · ragchat</title>" in page
     assert "This page was open too long" not in page  # "this page" is the form's, not this one
+    # One way on: the page the form was on, opened again (a new token); not the browser's Reload,
+    # which would send the same form again.
+    assert main_of(page).count('class="btn') == 1
+    assert f'<a class="btn btn-primary" href="{chat_url}">Open the page again</a>' in page
     assert ChatSession.objects.get(pk=answer.session_id).title == "Alice's chat"
+    # No Referer, or another site's: the way back to one's chats instead.
+    for referer in (
+        {},
+        {"HTTP_REFERER": "https://evil.example/phish"},
+        {"HTTP_REFERER": "http://testserver//evil.example/"},
+    ):
+        page = product_page(
+            client.post(rename, {"title": "x", "csrfmiddlewaretoken": stale}, **referer), 403, EXPIRED_PAGE
+        )
+        assert "Open the page again" not in page and "evil.example" not in page, referer
+        assert f'<a class="btn btn-primary" href="{reverse("home")}">Back to your chats</a>' in page, referer
 
     # No token at all, from someone not signed in (the sign-in form of a page left open): the same page.
     page = product_page(
@@ -181,6 +211,16 @@ def test_an_htmx_request_with_a_stale_token_gets_the_sentence_for_the_page_it_ca
         HTTP_HX_CURRENT_URL="https://evil.example/phish",
     )
     assert f'<a href="{reverse("home")}">Reload the page</a>' in response.content.decode()
+
+
+@pytest.mark.urls(__name__)
+def test_a_request_the_server_cannot_understand_gets_the_400_page(client, alice):
+    page = product_page(client.get("/test-bad-request/"), 400, NOT_UNDERSTOOD)
+    assert "<title>Request not understood · ragchat</title>" in page and "a malformed request" not in page
+    assert f'<a class="btn btn-primary" href="{reverse("login")}">Sign in</a>' in page
+    client.force_login(alice)
+    page = product_page(client.get("/test-bad-request/"), 400, NOT_UNDERSTOOD)
+    assert f'<a class="btn btn-primary" href="{reverse("home")}">Back to your chats</a>' in page
 
 
 @pytest.mark.urls(__name__)

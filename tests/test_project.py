@@ -21,6 +21,36 @@ def test_home_requires_login(client):
 
 
 @pytest.mark.django_db
+def test_an_htmx_action_after_the_session_ended_sends_the_browser_to_sign_in(client):
+    """htmx follows a redirect inside its swap (the sign-in page inside the page): for an htmx request
+    the sign-in redirect is htmx's own (HX-Redirect, a full page load), and `next` is the page the
+    person was on (HX-Current-URL), not the action's address, and only when it is this site's path."""
+    from django.urls import reverse
+
+    login = reverse("login")
+    action = "/documents/00000000-0000-0000-0000-000000000000/delete"
+    htmx = {"HTTP_HX_REQUEST": "true"}
+
+    response = client.post(action, **htmx, HTTP_HX_CURRENT_URL="http://testserver/documents/?tag=finance&q=a%20b")
+    assert response.status_code == 200 and "Location" not in response
+    assert response["HX-Redirect"] == f"{login}?next=/documents/%3Ftag%3Dfinance%26q%3Da%2520b"
+    assert response.content == b""
+    # A GET of a fragment (a row's refresh, a poll) too, and a current URL of another site, or one
+    # that this site's host would turn into another's (//host), is not where sign-in leads back to.
+    for current in ("https://evil.example/phish", "http://testserver//evil.example/phish", "/", ""):
+        response = client.get(
+            "/documents/00000000-0000-0000-0000-000000000000/row", **htmx, HTTP_HX_CURRENT_URL=current
+        )
+        assert response.status_code == 200 and response["HX-Redirect"] == login, current
+    response = client.get(action, **htmx)  # no HX-Current-URL at all
+    assert response["HX-Redirect"] == login
+    # Not htmx: the redirect as before, back to the address asked for.
+    response = client.get("/documents/?tag=finance")
+    assert response.status_code == 302 and response.url == f"{login}?next=/documents/%3Ftag%3Dfinance"
+    assert "HX-Redirect" not in response
+
+
+@pytest.mark.django_db
 def test_home_renders_for_signed_in_user(client, django_user_model):
     user = django_user_model.objects.create_user(username="ana", password="pw-123456789")
     client.force_login(user)

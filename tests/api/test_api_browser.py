@@ -87,10 +87,17 @@ def test_make_a_token_see_it_once_and_use_it(server, chromium, size):  # noqa: F
         assert response.status_code == 200 and response.json() == []
         page.goto(server.url + "/api/tokens/")  # shown once: the list names it by its prefix only
         assert secret not in page.content() and f"Build bot ({size})" in page.content()
-        # Revoke it on the page: the next call is refused.
-        page.once("dialog", lambda d: d.accept())
+        # Revoke it on the page: a dialog asks first, naming the token; accepted, the next call is refused.
+        asked: list[tuple[str, str]] = []
+
+        def accept(dialog):
+            asked.append((dialog.type, dialog.message))
+            dialog.accept()
+
+        page.once("dialog", accept)
         page.locator("tr", has_text=f"Build bot ({size})").locator("button:has-text('Revoke')").click()
         page.wait_for_selector("text=is revoked")
+        assert asked == [("confirm", f"Revoke “Build bot ({size})”? Calls with it are refused from then on.")]
         assert (
             httpx.get(server.url + "/api/v1/sessions", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
         )

@@ -53,6 +53,18 @@ def _new_document(live, title: str) -> str:
     )
 
 
+def _indexing_starts(live, document_id: str) -> None:
+    """Its indexing starts behind the page's back (no live update: the row on the page still offers Delete)."""
+    live.shell(
+        "from django.utils import timezone\nfrom documents.models import Document\n"
+        f"Document.objects.filter(pk={document_id!r}).update(status='processing', stage='Reading', updated_at=timezone.now())"
+    )
+
+
+def busy_sentence(title: str) -> str:
+    return f"“{title}” is still being indexed. Wait until indexing finishes, then delete it."
+
+
 def _document_exists(live, document_id: str) -> bool:
     out = live.shell(
         f"from documents.models import Document\nprint(Document.objects.filter(pk={document_id!r}).exists())"
@@ -166,6 +178,34 @@ def test_deleting_a_document_without_script_asks_on_a_page(live, chromium, width
 
 
 @pytest.mark.parametrize("width,height", WIDTHS)
+def test_deleting_a_document_being_indexed_without_script_says_why(live, chromium, width, height):
+    """The list was drawn before its indexing started: Delete asks on its page, and the delete is
+    refused; the list comes back saying why, and the document is still there."""
+    label = "desktop" if width > 600 else "phone"
+    title = f"Busy without script {label}"
+    doc_id = _new_document(live, title)
+    context, violations = csp_context(chromium, width, height, script=False)
+    page = context.new_page()
+    sign_in(page, live.url, "olga", PASSWORD)
+    page.goto(f"{live.url}/documents/")
+    with page.expect_navigation():
+        page.locator(f"#doc-{doc_id} a:has-text('Delete')").click()
+    _indexing_starts(live, doc_id)
+    with page.expect_navigation():
+        page.click("main button:has-text('Delete')")
+    assert page.url == f"{live.url}/documents/"
+    status = page.locator("#flash [role=status]")
+    assert status.inner_text() == busy_sentence(title) and _in_sight(page, "#flash")
+    row = page.locator(f"#doc-{doc_id}")
+    assert row.get_attribute("data-status") == "processing" and row.locator("a:has-text('Delete')").count() == 0
+    assert _document_exists(live, doc_id)
+    assert_no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / f"documents-delete-busy-no-script-{label}.png"))
+    assert not violations, violations
+    context.close()
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
 def test_deleting_a_website_source_without_script_asks_on_a_page(live, chromium, width, height):
     label = "desktop" if width > 600 else "phone"
     site_id = _new_site(live, f"Help centre {label}")
@@ -226,6 +266,42 @@ def test_deleting_a_document_with_script_asks_in_a_dialog(live, chromium):
     page.wait_for_url(f"{live.url}/documents/")
     assert asked == [DOCUMENT_QUESTION] * 3 and not _document_exists(live, on_page)
     assert "“Travel on its page” and its indexed chunks were deleted." in _flash(page)
+    assert not violations, violations
+    context.close()
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_deleting_a_document_being_indexed_from_its_row_says_why(live, chromium, width, height):
+    """The row still offers Delete (drawn before indexing started); the dialog asks, the server
+    refuses: the message area says why (htmx shows no refusal by itself), and the row shows the
+    document as it is now, being indexed, without Delete. Nothing was deleted, and no page loaded."""
+    label = "desktop" if width > 600 else "phone"
+    title = f"Busy in the row {label}"
+    doc_id = _new_document(live, title)
+    context, violations = csp_context(chromium, width, height, script=True)
+    page = context.new_page()
+    sign_in(page, live.url, "olga", PASSWORD)
+    page.goto(f"{live.url}/documents/")
+    page.wait_for_selector("#ws-state[data-state=open]", timeout=10_000)
+    assert page.locator("#flash").is_hidden()
+    _indexing_starts(live, doc_id)
+    row = page.locator(f"#doc-{doc_id}")
+    assert row.get_attribute("data-status") == "ready"  # the page does not know yet
+    asked: list[str] = []
+    page.once("dialog", _answer(asked, True))
+    with page.expect_response(lambda r: r.url.endswith("/delete")) as refused:
+        row.locator("a:has-text('Delete')").click()
+    assert asked == [DOCUMENT_QUESTION] and refused.value.status == 409
+    status = page.locator("#flash [role=status]")
+    status.wait_for(state="visible", timeout=5_000)
+    assert status.inner_text() == busy_sentence(title)
+    assert page.locator("#flash p").count() == 1  # the server's sentence, and no "could not be done" over it
+    assert row.get_attribute("data-status") == "processing" and row.locator("a:has-text('Delete')").count() == 0
+    assert "Reading" in row.inner_text()
+    assert page.url == f"{live.url}/documents/" and _document_exists(live, doc_id)
+    assert _in_sight(page, "#flash")
+    assert_no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / f"documents-delete-busy-{label}.png"))
     assert not violations, violations
     context.close()
 

@@ -1,8 +1,9 @@
 """The error pages in a real browser, on a server with DEBUG off as in production (the other browser
 tests' servers run with DEBUG on, which shows Django's debug pages instead): a chat that is not
-yours, and a form that expired because you signed in again in another tab. Each is the app's page
-under its Content-Security-Policy (no violation), passes axe-core, and is screenshot at desktop and
-phone widths (test-artifacts/)."""
+yours, a request the server cannot read (400), a form that expired because you signed in again in
+another tab; and an htmx action after the session ended, which leads to the sign-in page. Each is
+the app's page under its Content-Security-Policy (no violation), passes axe-core, and is screenshot
+at desktop and phone widths (test-artifacts/)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,14 @@ EXPIRED = (
 )
 EXPIRED_PAGE = (
     "The page you came from was open too long, or you signed in again in another tab, so its form expired and "
-    "nothing was sent. Go back, reload it and try again."
+    "nothing was sent. Open it again and try once more."
 )
+NOT_UNDERSTOOD = (
+    "Your browser sent a request the server could not understand, so nothing was changed. Go back and try again; "
+    "if it keeps happening, tell your administrator."
+)
+# An address Django refuses to read (more fields than DATA_UPLOAD_MAX_NUMBER_FIELDS): a real 400.
+NOT_UNDERSTOOD_PATH = "/documents/?" + "&".join(["q=x"] * 1001)
 
 
 @pytest.fixture(scope="module")
@@ -38,22 +45,34 @@ def server(tmp_path_factory, ollama_server):
     server.stop()
 
 
-def _sign_in_again_in_another_tab(context, live) -> None:
-    """Emma signs out and in again in a second tab: the first tab's CSRF token is now stale."""
+def _sign_out_in_another_tab(context, live, *, then_sign_in: bool = False) -> None:
+    """Emma signs out in a second tab: the first tab's session has ended. `then_sign_in`: and in
+    again, so that the first tab's CSRF token is stale too."""
     second = context.new_page()
     second.goto(live.url + "/")
     second.click("form.topbar-user button[type=submit]")  # Sign out
     second.wait_for_url("**/accounts/login/**")
-    sign_in(second, live.url, "emma", "pw-emma-12345")
+    if then_sign_in:
+        sign_in(second, live.url, "emma", "pw-emma-12345")
     second.close()
 
 
-def _looks_right(page, heading: str, sentence: str, screenshot: str) -> None:
+def _sign_in_again_in_another_tab(context, live) -> None:
+    _sign_out_in_another_tab(context, live, then_sign_in=True)
+
+
+def _session_cookie_gone(context, live) -> None:
+    context.clear_cookies(name="sessionid")  # as when the session expires
+
+
+def _looks_right(page, heading: str, sentence: str, screenshot: str, way_on=("Back to your chats", "/")) -> None:
     main = page.inner_text("main")
     assert page.locator("h1").inner_text() == heading and sentence in main
     assert page.locator("header.topbar nav.topnav").is_visible()  # signed in: the app's own top bar
-    back = page.locator("main a.btn-primary")
-    assert back.inner_text() == "Back to your chats" and back.get_attribute("href") == "/"
+    back = page.locator("main a.btn")
+    assert back.count() == 1  # one way on
+    assert (back.inner_text(), back.get_attribute("href")) == way_on
+    assert "btn-primary" in back.get_attribute("class")
     assert_no_sideways_scroll(page)
     page.screenshot(path=str(ARTIFACTS / screenshot), full_page=True)
 
@@ -77,9 +96,24 @@ def test_someone_elses_chat_is_the_product_404(server, chromium, width, height):
 
 
 @pytest.mark.parametrize("width,height", WIDTHS)
+def test_a_request_the_server_cannot_understand_gets_the_400_page(server, chromium, width, height):
+    live, ids = server
+    label = "desktop" if width > 600 else "phone"
+    context, violations = csp_context(chromium, width, height)
+    page = context.new_page()
+    sign_in(page, live.url, "fiona", "pw-fiona-12345")
+    assert page.goto(live.url + NOT_UNDERSTOOD_PATH).status == 400
+    assert page.title() == "Request not understood · ragchat"
+    _looks_right(page, "Request not understood", NOT_UNDERSTOOD, f"error-400-{label}.png")
+    assert not violations, violations
+    context.close()
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
 def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chromium, width, height):
     """Emma's chat is open in one tab; in another she signs out and in again (a new CSRF token);
-    back in the first tab she renames the chat: the expired-form page, and the chat keeps its name."""
+    back in the first tab she renames the chat: the expired-form page, and the chat keeps its name.
+    Its button opens the chat again, where renaming now works."""
     live, ids = server
     label = "desktop" if width > 600 else "phone"
     context, violations = csp_context(chromium, width, height)
@@ -96,8 +130,20 @@ def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chr
     with first.expect_navigation() as navigation:
         first.click(".chat-menu button:has-text('Save name')")
     assert navigation.value.status == 403
-    _looks_right(first, "The form expired", EXPIRED_PAGE, f"error-csrf-{label}.png")
-    first.goto(chat_url)
+    chat_path = f"/chat/{ids['s1']}/"
+    _looks_right(first, "The form expired", EXPIRED_PAGE, f"error-csrf-{label}.png", ("Open the page again", chat_path))
+    with first.expect_navigation():
+        first.click("main a:has-text('Open the page again')")
+    assert first.url == chat_url and first.inner_text("#chat-title") == title  # nothing was renamed
+    first.click(".chat-menu summary")
+    first.fill("#rename-title", "Renamed after opening it again")
+    with first.expect_navigation() as navigation:
+        first.click(".chat-menu button:has-text('Save name')")
+    assert navigation.value.status == 200 and first.inner_text("#chat-title") == "Renamed after opening it again"
+    first.click(".chat-menu summary")  # the name it had, for the other tests
+    first.fill("#rename-title", title)
+    with first.expect_navigation():
+        first.click(".chat-menu button:has-text('Save name')")
     assert first.inner_text("#chat-title") == title
     assert not violations, violations
     context.close()
@@ -148,6 +194,45 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     context.close()
 
 
+@pytest.mark.parametrize("ended", [_sign_out_in_another_tab, _session_cookie_gone], ids=["other-tab", "expired"])
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_an_htmx_action_after_the_session_ended_goes_to_the_sign_in_page(server, chromium, width, height, ended):
+    """Emma's chat is open; her session ends (signed out in another tab, or expired); she votes on an
+    answer (an htmx action): the browser goes to the sign-in page, the whole page and not a sign-in
+    page inside the vote bar, and signing in brings her back to her chat. Nothing was recorded."""
+    live, ids = server
+    label = "desktop" if width > 600 else "phone"
+    context, violations = csp_context(chromium, width, height)
+    page = context.new_page()
+    sign_in(page, live.url, "emma", "pw-emma-12345")
+    chat_path = f"/chat/{ids['s1']}/"
+    page.goto(live.url + chat_path)
+    feedback_id = page.locator("article.msg-assistant .feedback").first.get_attribute("id")
+    assert page.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"
+
+    ended(context, live)
+
+    with page.expect_navigation(url=f"{live.url}/accounts/login/**"):
+        page.click(f"#{feedback_id} button.fb-up")
+    assert page.url == f"{live.url}/accounts/login/?next={chat_path}"
+    # One page: one top bar, one main, one sign-in form, and no vote bar around it.
+    assert page.title() == "Sign in · ragchat"
+    assert page.locator("header.topbar").count() == 1 and page.locator("main").count() == 1
+    assert page.locator("form[action='/accounts/login/']").count() == 1 and page.locator(".feedback").count() == 0
+    assert page.locator("h1").inner_text() == "Sign in"
+    assert_no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / f"signed-out-htmx-{ended.__name__.strip('_')}-{label}.png"), full_page=True)
+
+    page.fill("input[name=username]", "emma")
+    page.fill("input[name=password]", "pw-emma-12345")
+    with page.expect_navigation():
+        page.click("main button[type=submit]")
+    assert page.url == live.url + chat_path  # back where she was
+    assert page.locator(f"#{feedback_id}").get_attribute("data-vote") == "0"  # nothing was recorded
+    assert not violations, violations
+    context.close()
+
+
 @pytest.mark.parametrize(
     "view",
     [
@@ -174,6 +259,8 @@ def test_the_error_pages_pass_axe(server, chromium, view):
         page.click(".chat-menu button:has-text('Save name')")
     assert navigation.value.status == 403 and EXPIRED_PAGE in page.inner_text("main")
     problems["403 CSRF"] = axe_problems(page, AXE[-1].read_text())
+    assert page.goto(live.url + NOT_UNDERSTOOD_PATH).status == 400
+    problems["400"] = axe_problems(page, AXE[-1].read_text())
     problems = {k: v for k, v in problems.items() if v}
     context.close()
     assert not problems, json.dumps(problems, indent=1)

@@ -396,3 +396,33 @@ def test_the_delete_page_of_a_document_not_yours_to_delete_is_the_missing_ones_4
         assert _unmasked(theirs) == _unmasked(absent), who
         assert "Finance only" not in theirs.content.decode() and "finance.txt" not in theirs.content.decode()
     assert Document.objects.filter(pk=document.pk).exists()
+
+
+def test_deleting_a_document_being_indexed_says_why_in_the_message_area(client, people, upload):
+    """A row still offering Delete (it was queued when the list was drawn) on a document whose indexing
+    has since started: the server refuses. htmx swaps no refusal into the row, so the sentence goes to
+    the page's message area (#flash) and the row comes back as it is now (out of band); without
+    script the list comes back saying the same sentence."""
+    from django.utils import timezone
+
+    document = upload(make_text(["Being indexed."]), "busy.txt")
+    Document.objects.filter(pk=document.pk).update(status="processing", updated_at=timezone.now())
+    client.force_login(people["owner"])
+    delete_url = reverse("documents:delete", args=[document.pk])
+    said = f"“{document.title}” is still being indexed. Wait until indexing finishes, then delete it."
+
+    response = client.post(delete_url, **HTMX, HTTP_HX_TARGET=f"doc-{document.pk}")
+    assert response.status_code == 409
+    assert response["HX-Retarget"] == "#flash" and response["HX-Reswap"] == "innerHTML"
+    body = response.content.decode()
+    assert f'<p class="flash-info" role="status">{said}</p>' in body
+    row = re.search(rf'<tr id="doc-{document.pk}"[^>]*>', body).group(0)
+    assert 'hx-swap-oob="true"' in row and 'data-status="processing"' in row
+    assert f'hx-post="{delete_url}"' not in body  # the row as it is now offers no Delete
+    assert Document.objects.filter(pk=document.pk).exists()
+
+    # Without script (the page that asks first posts a form): the list, saying the same sentence.
+    response = client.post(delete_url, {"from": "list"})
+    assert response.status_code == 302 and response.url == reverse("documents:list")
+    assert said in client.get(response.url).content.decode()
+    assert Document.objects.filter(pk=document.pk).exists()
