@@ -131,9 +131,8 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     assert employee.locator("article.msg-owner time.msg-time").count() == 1
     # The draft it answers no longer says "unverified until they answer", live and after a reload.
     draft = employee.locator("article.msg-assistant.is-route")
-    employee.wait_for_function(
-        "document.querySelector('article.msg-assistant.is-route .route-answered') !== null", timeout=10_000
-    )
+    # (not wait_for_function: its polling evaluates a string, which this page's CSP refuses)
+    employee.wait_for_selector("article.msg-assistant.is-route .route-answered", state="attached", timeout=10_000)
     assert "Olivia Owens answered your question" in draft.inner_text()
     assert "unverified until they answer" not in draft.inner_text() and "Unverified draft" not in draft.inner_text()
     employee.wait_for_timeout(300)
