@@ -48,11 +48,12 @@ def refuse_in_flash(request, message: str, *, level: int = messages.INFO, also: 
 
 
 def sign_in_redirect(request) -> HttpResponse:
-    """The sign-in redirect of an htmx request (its session ended, or was signed out in another tab):
-    a full page load of the sign-in page (HX-Redirect), which leads back to the page the person was
-    on, not to the action's own address."""
+    """The sign-in redirect of an action sent after the session ended (it expired, or was signed out
+    in another tab): it leads back to the page the person was on, not to the action's own address
+    (a form's POST-only address would answer the return with 405), and for htmx it is a full page
+    load of the sign-in page (HX-Redirect), not a swap."""
     page = current_page(request)
-    return HttpResponseClientRedirect(redirect_to_login(page).url if page else resolve_url(settings.LOGIN_URL))
+    return redirect_after_post(request, redirect_to_login(page).url if page else resolve_url(settings.LOGIN_URL))
 
 
 def is_sign_in_redirect(response) -> bool:

@@ -23,17 +23,18 @@ class RequestIdMiddleware:
         return response
 
 
-class HtmxSignInMiddleware:
-    """An htmx request whose session ended (it expired, or was signed out in another tab) is sent to
-    sign in by login_required like any other; htmx would follow that redirect and swap the sign-in
-    page into its target, a page inside the page. For every htmx request it becomes htmx's own
-    redirect: the sign-in page loads in place of the page, and leads back to it (ragchat.htmx)."""
+class SignInReturnMiddleware:
+    """An action sent after the session ended (it expired, or was signed out in another tab) is sent
+    to sign in by login_required like any page, with `next` its own address. For htmx that redirect
+    would be followed inside the swap (the sign-in page inside the page), and a form's POST-only
+    address would answer the return with 405. So for htmx requests and for anything but GET and HEAD,
+    the sign-in redirect leads back to the page the person was on (ragchat.htmx.sign_in_redirect)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
         response = self.get_response(request)
-        if request.htmx and is_sign_in_redirect(response):
+        if (request.htmx or request.method not in ("GET", "HEAD")) and is_sign_in_redirect(response):
             return sign_in_redirect(request)
         return response

@@ -68,7 +68,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "ragchat.middleware.HtmxSignInMiddleware",  # an htmx request's sign-in redirect: a full page load
+    "ragchat.middleware.SignInReturnMiddleware",  # an action's sign-in redirect leads back to its page
     "api.middleware.api_error_shape",  # JSON 404/405 under /api/v1/ (inside CSP and the rest)
     "csp.middleware.CSPMiddleware",
     "axes.middleware.AxesMiddleware",  # last, as django-axes asks

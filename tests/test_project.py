@@ -51,6 +51,28 @@ def test_an_htmx_action_after_the_session_ended_sends_the_browser_to_sign_in(cli
 
 
 @pytest.mark.django_db
+def test_a_form_sent_after_the_session_ended_leads_back_to_its_page_after_sign_in(client, django_user_model):
+    """Without script a form posts to its action's address, which answers only POST: signing in
+    and being sent back there would end on a 405. The sign-in redirect of any non-GET request leads
+    back to the page the form was on (the Referer, when it is this site's), or to the home page."""
+    from django.urls import reverse
+
+    login = reverse("login")
+    action = "/documents/00000000-0000-0000-0000-000000000000/delete"
+    response = client.post(action, HTTP_REFERER="http://testserver/documents/?tag=finance")
+    assert response.status_code == 302 and response.url == f"{login}?next=/documents/%3Ftag%3Dfinance"
+    for referer in ("https://evil.example/documents/", "http://testserver//evil.example/", None):
+        response = client.post(action, **({"HTTP_REFERER": referer} if referer else {}))
+        assert response.status_code == 302 and response.url == login, referer
+    # Signed in again through that redirect, the person is back on the list, not on a 405.
+    django_user_model.objects.create_user(username="ana", password="pw-123456789")
+    response = client.post(
+        f"{login}?next=/documents/%3Ftag%3Dfinance", {"username": "ana", "password": "pw-123456789"}, follow=True
+    )
+    assert response.status_code == 200 and response.redirect_chain[-1][0] == "/documents/?tag=finance"
+
+
+@pytest.mark.django_db
 def test_home_renders_for_signed_in_user(client, django_user_model):
     user = django_user_model.objects.create_user(username="ana", password="pw-123456789")
     client.force_login(user)
