@@ -366,15 +366,16 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     page.goto(detail_url)
     assert page.locator("#flash").is_hidden()
 
+    asked: list[str] = []  # every Delete asks first
     other = context.new_page()  # another tab deletes it
     other.goto(detail_url)
-    other.once("dialog", lambda d: d.accept())
+    other.once("dialog", _answer(asked, True))
     other.click("main .detail-actions .btn-danger:has-text('Delete')")
     other.wait_for_url(f"{live.url}/documents/")
     other.close()
     assert not _document_exists(live, doc_id)
 
-    page.once("dialog", lambda d: d.accept())
+    page.once("dialog", _answer(asked, True))
     with page.expect_response(lambda r: r.url.endswith("/delete")) as gone:
         page.click("main .detail-actions .btn-danger:has-text('Delete')")
     assert gone.value.status == 404
@@ -391,7 +392,7 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
 
     # A server error, then the server out of reach: each replaces the last sentence.
     page.route("**/delete", lambda route: route.fulfill(status=500, body="Server Error"))
-    page.once("dialog", lambda d: d.accept())
+    page.once("dialog", _answer(asked, True))
     page.click("main .detail-actions .btn-danger:has-text('Delete')")
     page.wait_for_selector("#flash [role=alert]:has-text('Something went wrong on the server')", timeout=5_000)
     assert alert.count() == 1
@@ -402,7 +403,7 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     page.screenshot(path=str(ARTIFACTS / f"htmx-failure-500-{label}.png"))
     page.unroute("**/delete")
     page.route("**/delete", lambda route: route.abort("connectionrefused"))
-    page.once("dialog", lambda d: d.accept())
+    page.once("dialog", _answer(asked, True))
     page.click("main .detail-actions .btn-danger:has-text('Delete')")
     page.wait_for_selector("#flash [role=alert]:has-text('could not be reached')", timeout=5_000)
     assert alert.count() == 1
@@ -410,5 +411,6 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     assert _in_sight(page, "#flash")
     page.screenshot(path=str(ARTIFACTS / f"htmx-failure-network-{label}.png"))
     assert page.url == detail_url
+    assert asked == [DOCUMENT_QUESTION] * 4
     assert not violations, violations
     context.close()
