@@ -73,6 +73,16 @@ def test_a_form_sent_after_the_session_ended_leads_back_to_its_page_after_sign_i
 
 
 @pytest.mark.django_db
+def test_the_sign_in_page_says_why_when_a_page_sent_the_person_there(client):
+    """Sent to sign in by a page (its session ended, or a link while signed out): the sign-in page
+    says so; opened on its own, it does not."""
+    sentence = "Sign in to continue: you will be taken back to the page you asked for."
+    sent = client.get("/documents/", follow=True)
+    assert sent.redirect_chain[-1][0] == "/accounts/login/?next=/documents/" and sentence in sent.content.decode()
+    assert sentence not in client.get("/accounts/login/").content.decode()
+
+
+@pytest.mark.django_db
 def test_home_renders_for_signed_in_user(client, django_user_model):
     user = django_user_model.objects.create_user(username="ana", password="pw-123456789")
     client.force_login(user)
