@@ -67,7 +67,7 @@ class EdgeBackend:
         return self._handle.shard
 
     async def _run(self, fn: Callable[[], T], *, write: bool = False) -> T:
-        """Run a blocking engine call in a worker thread; engine errors become VectorStoreError."""
+        """Run a blocking engine call in a worker thread (`_call`); a write holds the write lock."""
 
         def call() -> T:
             if write:
@@ -76,21 +76,17 @@ class EdgeBackend:
                     return fn()
             return fn()
 
-        try:
-            return await asyncio.to_thread(call)
-        except VectorStoreError:
-            raise
-        except Exception as e:
-            raise VectorStoreError(f"Qdrant Edge at {self.shard_path}: {e}") from e
+        return await asyncio.to_thread(self._call, call)
 
-    def _read(self, fn: Callable[[], T]) -> T:
-        """Run a search or a fetch on the calling thread; engine errors become VectorStoreError.
+    def _call(self, fn: Callable[[], T]) -> T:
+        """Run an engine call on the calling thread; engine errors become VectorStoreError.
 
-        Qdrant Edge holds Python's GIL through a query (measured: a Python thread beside a loop of
-        queries got about half its speed alone, the share between queries), so a worker thread
-        gave no concurrency: only a thread hop and two hand-overs of the GIL per call, which in a
-        burst of questions each waited for the busy event loop to let go (`_run` is kept for
-        writes, which take the write lock, and for reads that page through the whole store)."""
+        Searches and fetches call it directly. Qdrant Edge holds Python's GIL through a query
+        (measured: a Python thread beside a loop of queries got about half its speed alone, the
+        share between queries), so a worker thread gave them no concurrency: only a thread hop and
+        two hand-overs of the GIL per call, which in a burst of questions each waited for the busy
+        event loop to let go (`_run` is kept for writes, which take the write lock, and for reads
+        that page through the whole store)."""
         try:
             return fn()
         except VectorStoreError:
@@ -332,12 +328,12 @@ class EdgeBackend:
             )
 
         batch = qe.QueryBatchRequest([request(stage) for stage in stages])
-        found = self._read(lambda: self._shard.query_batch(batch))
+        found = self._call(lambda: self._shard.query_batch(batch))
         return [self._hits(points, bare=stage.keys == ()) for stage, points in zip(stages, found, strict=True)]
 
     async def fetch(self, ids: Sequence[str], *, with_dense: bool = False) -> list[Hit]:
         if not ids:
             return []
         wanted = list(ids)
-        records = self._read(lambda: self._shard.retrieve(wanted, True, [DENSE] if with_dense else False))
+        records = self._call(lambda: self._shard.retrieve(wanted, True, [DENSE] if with_dense else False))
         return self._hits(records)
