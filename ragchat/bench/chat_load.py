@@ -66,6 +66,16 @@ TURN_STEPS = ("prepared", "shown", "context", "generating", "token", "first_toke
 REPORTED_STEPS = (*TURN_STEPS[:4], "model", *TURN_STEPS[4:])
 
 
+def _spread(seconds: list[float]) -> list[float]:
+    """p5 / p50 / p95 of a step's times (seconds after the burst began), as "where the time went" shows them."""
+    return [round(pct(seconds, q), 3) for q in (0.05, 0.5, 0.95)]
+
+
+def _used(before: float | None, after: float | None) -> float | None:
+    """CPU seconds between two readings of a process's counter (None when either is missing)."""
+    return after - before if before is not None and after is not None else None
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -220,7 +230,7 @@ class ScratchServer:
         for step in TURN_STEPS:
             seconds = [row[step] - started for row in rows if step in row]
             if seconds:
-                steps[step] = [round(pct(seconds, q), 3) for q in (0.05, 0.5, 0.95)]
+                steps[step] = _spread(seconds)
         for stage in ("embed", "search"):
             ms = [row["core"][stage] for row in rows if stage in row.get("core", {})]
             if ms:
@@ -387,11 +397,8 @@ async def measure_concurrent(
     results: list[StreamResult] = await asyncio.gather(*tasks)
     wall = time.time() - started
     cpu_after = family_total(process_cpu_seconds, server.server.pid) if server.server else None
-    cpu = (cpu_after - cpu_before) if cpu_before is not None and cpu_after is not None else None
-    fake_cpu_after = process_cpu_seconds(server.fake.pid) if server.fake else None
-    fake_cpu = (
-        (fake_cpu_after - fake_cpu_before) if fake_cpu_before is not None and fake_cpu_after is not None else None
-    )
+    cpu = _used(cpu_before, cpu_after)
+    fake_cpu = _used(fake_cpu_before, process_cpu_seconds(server.fake.pid) if server.fake else None)
     clients_cpu = time.process_time() - clients_cpu_before
     rss = family_total(process_rss_mb, server.server.pid) if server.server else None
     starts, ends = server.reply_times()
@@ -417,7 +424,7 @@ async def measure_concurrent(
     # sent ("generating") and the first token out of the core ("token").
     began = [starts[r.qid] - started for r in results if r.qid in starts]
     if began:
-        steps["model"] = [round(pct(began, q), 3) for q in (0.05, 0.5, 0.95)]
+        steps["model"] = _spread(began)
     return {
         "streams": streams,
         "tokens_per_stream": tokens,

@@ -126,9 +126,8 @@ async def dense_recall(
     (recall@k, tie-aware: a hit scoring at least the exact k-th counts; its ms; the scan's ms)."""
     conditions = access_conditions(user_tags=tags, tenant_id="default")
     t0 = time.perf_counter()
-    (approx,) = await store.search_stages(
-        [Stage(DENSE, vector, conditions, k, keys=())]
-    )  # ids and scores, as searches ask
+    # Ids and scores only, as searches ask.
+    (approx,) = await store.search_stages([Stage(DENSE, vector, conditions, k, keys=())])
     t1 = time.perf_counter()
     (exact,) = await store.search_stages([Stage(DENSE, vector, conditions, k, exact=True, keys=())])
     t2 = time.perf_counter()
