@@ -197,6 +197,14 @@ def csp_context(chromium, width: int, height: int, *, script: bool = True):
     return context, violations
 
 
+def csp_signed_in(chromium, width: int, height: int, base_url: str, username: str, password: str, *, script=True):
+    """`csp_context` with a page in it, signed in as `username`: (context, page, violations)."""
+    context, violations = csp_context(chromium, width, height, script=script)
+    page = context.new_page()
+    sign_in(page, base_url, username, password)
+    return context, page, violations
+
+
 @pytest.fixture(scope="session")
 def daphne_server(tmp_path_factory, ollama_server):
     server = LiveServer(data_dir=tmp_path_factory.mktemp("live-server"), ollama_url=ollama_server.url).start()

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, csp_context, seeded_server, sign_in
+from tests.browser.conftest import (
+    ARTIFACTS,
+    WIDTHS,
+    assert_no_sideways_scroll,
+    csp_signed_in,
+    seeded_server,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -121,9 +127,7 @@ def _in_sight(page, selector: str) -> bool:
 def test_deleting_a_document_without_script_asks_on_a_page(live, chromium, width, height):
     label = "desktop" if width > 600 else "phone"
     doc_id = _new_document(live, f"Expenses {label}")
-    context, violations = csp_context(chromium, width, height, script=False)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "olga", PASSWORD, script=False)
 
     # From the document's page: Delete asks on a page of its own; Cancel goes back.
     detail_url = f"{live.url}/documents/{doc_id}/"
@@ -184,9 +188,7 @@ def test_deleting_a_document_being_indexed_without_script_says_why(live, chromiu
     label = "desktop" if width > 600 else "phone"
     title = f"Busy without script {label}"
     doc_id = _new_document(live, title)
-    context, violations = csp_context(chromium, width, height, script=False)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "olga", PASSWORD, script=False)
     page.goto(f"{live.url}/documents/")
     with page.expect_navigation():
         page.locator(f"#doc-{doc_id} a:has-text('Delete')").click()
@@ -209,9 +211,7 @@ def test_deleting_a_document_being_indexed_without_script_says_why(live, chromiu
 def test_deleting_a_website_source_without_script_asks_on_a_page(live, chromium, width, height):
     label = "desktop" if width > 600 else "phone"
     site_id = _new_site(live, f"Help centre {label}")
-    context, violations = csp_context(chromium, width, height, script=False)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "olga", PASSWORD, script=False)
     site_url = f"{live.url}/documents/sites/{site_id}/"
     page.goto(site_url)
     with page.expect_navigation():
@@ -240,9 +240,7 @@ def test_deleting_a_website_source_without_script_asks_on_a_page(live, chromium,
 
 def test_deleting_a_document_with_script_asks_in_a_dialog(live, chromium):
     in_row, on_page = _new_document(live, "Travel in the row"), _new_document(live, "Travel on its page")
-    context, violations = csp_context(chromium, 1280, 800, script=True)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, 1280, 800, live.url, "olga", PASSWORD, script=True)
     asked: list[str] = []
 
     # The row: a dismissed dialog changes nothing; accepted, the row goes without a page load.
@@ -278,9 +276,7 @@ def test_deleting_a_document_being_indexed_from_its_row_says_why(live, chromium,
     label = "desktop" if width > 600 else "phone"
     title = f"Busy in the row {label}"
     doc_id = _new_document(live, title)
-    context, violations = csp_context(chromium, width, height, script=True)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "olga", PASSWORD, script=True)
     page.goto(f"{live.url}/documents/")
     page.wait_for_selector("#ws-state[data-state=open]", timeout=10_000)
     assert page.locator("#flash").is_hidden()
@@ -308,9 +304,7 @@ def test_deleting_a_document_being_indexed_from_its_row_says_why(live, chromium,
 
 def test_deleting_a_website_source_with_script_asks_in_a_dialog(live, chromium):
     site_id = _new_site(live, "Intranet")
-    context, violations = csp_context(chromium, 1280, 800, script=True)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, 1280, 800, live.url, "olga", PASSWORD, script=True)
     page.goto(f"{live.url}/documents/sites/{site_id}/")
     asked: list[str] = []
     page.once("dialog", _answer(asked, False))
@@ -330,9 +324,7 @@ def test_revoking_a_token_asks_first(live, chromium):
         "from api.services import token_create\nfrom ragchat.models import User\n"
         "token_create(user=User.objects.get(username='olga'), name='Build bot', scopes=['read'], expires_in_days=30)"
     )
-    context, violations = csp_context(chromium, 1280, 800, script=True)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, 1280, 800, live.url, "olga", PASSWORD, script=True)
     page.goto(f"{live.url}/api/tokens/")
     revoke = page.locator("tr", has_text="Build bot").locator("button:has-text('Revoke')")
     asked: list[str] = []
@@ -359,9 +351,7 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     server out of reach: each says so in the message area, one sentence at a time, as an alert."""
     label = "desktop" if width > 600 else "phone"
     doc_id = _new_document(live, f"Parking {label}")
-    context, violations = csp_context(chromium, width, height, script=True)
-    page = context.new_page()
-    sign_in(page, live.url, "olga", PASSWORD)
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "olga", PASSWORD, script=True)
     detail_url = f"{live.url}/documents/{doc_id}/"
     page.goto(detail_url)
     assert page.locator("#flash").is_hidden()

@@ -12,7 +12,14 @@ import uuid
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, csp_context, seeded_server, sign_in
+from tests.browser.conftest import (
+    ARTIFACTS,
+    WIDTHS,
+    assert_no_sideways_scroll,
+    csp_signed_in,
+    seeded_server,
+    sign_in,
+)
 from tests.browser.test_axe_browser import AXE, axe_problems
 from tests.browser.test_csp_browser import SETUP
 
@@ -82,9 +89,7 @@ def test_someone_elses_chat_is_the_product_404(server, chromium, width, height):
     live, ids = server
     ARTIFACTS.mkdir(exist_ok=True)
     label = "desktop" if width > 600 else "phone"
-    context, violations = csp_context(chromium, width, height)
-    page = context.new_page()
-    sign_in(page, live.url, "fiona", "pw-fiona-12345")
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "fiona", "pw-fiona-12345")
     missing = page.goto(f"{live.url}/chat/{uuid.uuid4()}/")
     assert missing.status == 404
     missing_text = page.inner_text("main")
@@ -99,9 +104,7 @@ def test_someone_elses_chat_is_the_product_404(server, chromium, width, height):
 def test_a_request_the_server_cannot_understand_gets_the_400_page(server, chromium, width, height):
     live, ids = server
     label = "desktop" if width > 600 else "phone"
-    context, violations = csp_context(chromium, width, height)
-    page = context.new_page()
-    sign_in(page, live.url, "fiona", "pw-fiona-12345")
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "fiona", "pw-fiona-12345")
     assert page.goto(live.url + NOT_UNDERSTOOD_PATH).status == 400
     assert page.title() == "Request not understood · ragchat"
     _looks_right(page, "Request not understood", NOT_UNDERSTOOD, f"error-400-{label}.png")
@@ -116,9 +119,7 @@ def test_a_form_left_open_across_a_new_sign_in_gets_the_expired_page(server, chr
     Its button opens the chat again, where renaming now works."""
     live, ids = server
     label = "desktop" if width > 600 else "phone"
-    context, violations = csp_context(chromium, width, height)
-    first = context.new_page()
-    sign_in(first, live.url, "emma", "pw-emma-12345")
+    context, first, violations = csp_signed_in(chromium, width, height, live.url, "emma", "pw-emma-12345")
     chat_url = f"{live.url}/chat/{ids['s1']}/"
     first.goto(chat_url)
     title = first.inner_text("#chat-title")
@@ -156,9 +157,7 @@ def test_an_htmx_action_on_a_page_left_open_across_a_new_sign_in_says_so(server,
     that reloads it, the vote is not recorded, and after the reload the vote works."""
     live, ids = server
     label = "desktop" if width > 600 else "phone"
-    context, violations = csp_context(chromium, width, height)
-    first = context.new_page()
-    sign_in(first, live.url, "emma", "pw-emma-12345")
+    context, first, violations = csp_signed_in(chromium, width, height, live.url, "emma", "pw-emma-12345")
     chat_url = f"{live.url}/chat/{ids['s1']}/"
     first.goto(chat_url)
     feedback = first.locator("article.msg-assistant .feedback").first
@@ -202,9 +201,7 @@ def test_an_htmx_action_after_the_session_ended_goes_to_the_sign_in_page(server,
     page inside the vote bar, and signing in brings her back to her chat. Nothing was recorded."""
     live, ids = server
     label = "desktop" if width > 600 else "phone"
-    context, violations = csp_context(chromium, width, height)
-    page = context.new_page()
-    sign_in(page, live.url, "emma", "pw-emma-12345")
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "emma", "pw-emma-12345")
     chat_path = f"/chat/{ids['s1']}/"
     page.goto(live.url + chat_path)
     feedback_id = page.locator("article.msg-assistant .feedback").first.get_attribute("id")
