@@ -9,7 +9,13 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, csp_context, seeded_server, sign_in
+from tests.browser.conftest import (
+    ARTIFACTS,
+    WIDTHS,
+    assert_no_sideways_scroll,
+    csp_signed_in,
+    seeded_server,
+)
 from tests.browser.test_csp_browser import SETUP
 
 pytestmark = pytest.mark.browser
@@ -69,9 +75,9 @@ def test_the_skip_link_leads_to_what_is_there(server, chromium, width, height):
     for path in ("/", f"/chat/{ids['s1']}/"):
         # Without script the question box is hidden: the skip link goes to the content, and the next
         # Tab starts there, past the top bar.
-        context, violations = csp_context(chromium, width, height, script=False)
-        page = context.new_page()
-        sign_in(page, live.url, "emma", "pw-emma-12345")
+        context, page, violations = csp_signed_in(
+            chromium, width, height, live.url, "emma", "pw-emma-12345", script=False
+        )
         page.goto(live.url + path)
         assert page.locator("#question").is_hidden()
         assert _skip(page, "Skip to content") == "#main"
@@ -85,9 +91,9 @@ def test_the_skip_link_leads_to_what_is_there(server, chromium, width, height):
         context.close()
 
         # With script: the question box, focused.
-        context, violations = csp_context(chromium, width, height, script=True)
-        page = context.new_page()
-        sign_in(page, live.url, "emma", "pw-emma-12345")
+        context, page, violations = csp_signed_in(
+            chromium, width, height, live.url, "emma", "pw-emma-12345", script=True
+        )
         page.goto(live.url + path)
         name = "home" if path == "/" else "session"
         _skip(page, "Skip to the question box", f"chat-skip-link-{name}-{label}.png")
@@ -102,9 +108,7 @@ def test_deleting_a_chat_without_script_asks_on_a_page(server, chromium, width, 
     label = "desktop" if width > 600 else "phone"
     session_id = _new_chat(live, f"Travel approvals {label}")
     chat_url = f"{live.url}/chat/{session_id}/"
-    context, violations = csp_context(chromium, width, height, script=False)
-    page = context.new_page()
-    sign_in(page, live.url, "emma", "pw-emma-12345")
+    context, page, violations = csp_signed_in(chromium, width, height, live.url, "emma", "pw-emma-12345", script=False)
     page.goto(chat_url)
     page.click(".chat-menu summary")  # <details>: opens without script
     page.screenshot(path=str(ARTIFACTS / f"chat-menu-no-script-{label}.png"))
@@ -137,9 +141,7 @@ def test_deleting_a_chat_with_script_asks_in_a_dialog(server, chromium):
     live, _ = server
     session_id = _new_chat(live, "Parking permits")
     chat_url = f"{live.url}/chat/{session_id}/"
-    context, violations = csp_context(chromium, 1280, 800, script=True)
-    page = context.new_page()
-    sign_in(page, live.url, "emma", "pw-emma-12345")
+    context, page, violations = csp_signed_in(chromium, 1280, 800, live.url, "emma", "pw-emma-12345", script=True)
     page.goto(chat_url)
     asked: list[str] = []
 
