@@ -21,9 +21,12 @@ from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
 if problems := processes.process_problems():
     raise ImproperlyConfigured("ragchat cannot start with these settings:\n- " + "\n- ".join(problems))
 
-# The RAG parts are built once here, at start-up; RAGCHAT_WARMUP=0 skips loading the model early.
-# A client of the embedded store never opens it (the warm-up would).
-runtime.start(warm_up=os.environ.get("RAGCHAT_WARMUP", "1") == "1" and processes.opens_store())
+# The RAG parts are built once here, at start-up. RAGCHAT_WARMUP=1 (the default; tests set 0)
+# readies the server: the model loads early (a client of the embedded store never opens the store,
+# which the warm-up would) and what start-up built is set aside from the garbage collector (at the
+# end of this module).
+ready = os.environ.get("RAGCHAT_WARMUP", "1") == "1"
+runtime.start(warm_up=ready and processes.opens_store())
 
 # turns.on_first_call: answers a dead process left streaming are closed, and the holder of the
 # embedded store serves the chat turns client processes hand over (chat/turns.py).
@@ -39,3 +42,6 @@ application = recover_on_first_call(
         )
     )
 )
+
+if ready:
+    runtime.settle_heap()

@@ -61,9 +61,10 @@ REPO = Path(__file__).resolve().parents[2]
 # A chat turn's steps in the server's turn timeline (chat.turns: Turn.mark), in the order reached:
 # question and draft stored, shown, passages found, the request to the model sent, its first token
 # out of the core, the first token sent to the tabs, the answer stored.
-TURN_STEPS = ("prepared", "shown", "context", "generating", "token", "first_token", "final")
+# "asked": when the server took the question from the socket (the turn's slot reserved).
+TURN_STEPS = ("asked", "prepared", "shown", "context", "generating", "token", "first_token", "final")
 # The same, with when the model (the fake) began each answer, from its own log, in its place.
-REPORTED_STEPS = (*TURN_STEPS[:4], "model", *TURN_STEPS[4:])
+REPORTED_STEPS = (*TURN_STEPS[:5], "model", *TURN_STEPS[5:])
 
 
 def _spread(seconds: list[float]) -> list[float]:

@@ -91,6 +91,25 @@ def test_the_server_and_manage_py_refuse_to_start_with_a_second_embedded_store(t
     assert fine.returncode == 0, fine.stderr
 
 
+@pytest.mark.parametrize("warm_up", ["1", "0"])
+def test_a_ready_server_sets_its_start_up_heap_aside_from_the_garbage_collector(tmp_path, warm_up):
+    """RAGCHAT_WARMUP=1 (how the server starts): what start-up built is frozen, so no full collection
+    walks it again in the middle of a burst, and young collections run every GC_YOUNG_ALLOCATIONS.
+    With 0 (tests) the process keeps Python's own collector settings."""
+    env = _env(
+        tmp_path, RAGCHAT_WARMUP=warm_up, EMBEDDING_BACKEND="hashing", EMBEDDING_MODEL="hashing-384", REDIS_URL=""
+    )
+    probe = "import gc, ragchat.asgi; print(gc.get_freeze_count(), *gc.get_threshold())"
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    frozen, *threshold = map(int, done.stdout.split())
+    if warm_up == "1":
+        assert frozen > 50_000  # Django, the apps and the RAG parts
+        assert threshold == [runtime.GC_YOUNG_ALLOCATIONS, 10, 10]
+    else:
+        assert frozen == 0 and threshold[0] == 700
+
+
 def test_a_client_never_opens_the_embedded_store(embedded, tmp_path):
     embedded.REDIS_URL = "redis://127.0.0.1:6379/0"
     embedded.RAGCHAT_STORE_ROLE = "client"
