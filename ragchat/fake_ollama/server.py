@@ -156,7 +156,9 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
     block_on_close = False
-    request_queue_size = 128
+    # The listen queue Ollama (Go) gets: the kernel's whole somaxconn. With 128, a burst of 200
+    # streams lost the SYNs beyond it, and the kernel's retry a second later looked like a slow model.
+    request_queue_size = 4096
 
     def __init__(self, address: tuple[str, int], fake: FakeOllama) -> None:
         self.fake = fake

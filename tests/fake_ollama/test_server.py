@@ -263,3 +263,24 @@ def test_stream_pieces_and_stream_end_callback(fake_ollama: FakeOllama) -> None:
     fake_ollama.reset()
     assert ChatOllama(model="llama3.2", base_url=fake_ollama.url).invoke("q").content == DEFAULT_REPLY
     assert len(ended) == 1  # reset() drops the callback
+
+
+async def test_a_burst_of_connections_is_taken_at_once_as_ollama_takes_it(fake_ollama: FakeOllama) -> None:
+    """Ollama (Go) listens with the kernel's whole queue (somaxconn). With a short listen queue,
+    connections beyond it lose their SYN and the kernel sends it again only after a second: a burst
+    of 200 questions measured a model that seemed to take a second to answer a tenth of them.
+    A dropped SYN costs at least 1 s; a taken one a few milliseconds."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    url = urlsplit(fake_ollama.url)
+
+    async def connect() -> float:
+        started = time.perf_counter()
+        _, writer = await asyncio.open_connection(url.hostname, url.port)
+        took = time.perf_counter() - started
+        writer.close()
+        return took
+
+    took = await asyncio.gather(*(connect() for _ in range(400)))
+    assert max(took) < 0.9, f"{sum(t >= 0.9 for t in took)} of 400 connections waited for a SYN retry"
