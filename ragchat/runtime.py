@@ -139,7 +139,7 @@ def start(*, warm_up: bool) -> RAGComponents:
 # Container allocations between two young garbage collections (Python's default: 700). Measured
 # with `bench` (200 questions at once): with 700 the collector ran about 1,150 young, 105 middle and
 # 9 full collections in one run, each full one stopping the event loop for 150-340 ms in the middle
-# of a burst (docs/performance.md "Garbage collection").
+# of a burst (docs/performance.md, "A burst of 200 questions (session 13)").
 GC_YOUNG_ALLOCATIONS = 10_000
 
 
@@ -149,7 +149,7 @@ def settle_heap() -> None:
     collection walks it again, and young collections run less often (GC_YOUNG_ALLOCATIONS).
 
     A full collection walks every tracked object: about 300,000 in a server under load, 0.2-0.3 s
-    on the reference machine, all of it time the event loop stands still. Frozen objects are
+    on the 2-core development machine, all of it time the event loop stands still. Frozen objects are
     still freed when nothing refers to them; only reference cycles among them are never collected,
     and what start-up built lives as long as the process anyway."""
     gc.collect()
