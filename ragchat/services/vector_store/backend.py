@@ -21,15 +21,19 @@ from ragchat.services.vector_store.payload import PointData
 # keyword payload indexes are made with the collection, before any graph, so the planner knows the
 # filter's cardinality), and (2) search bigger filtered sets with a wider beam (hnsw_ef).
 #
-# A settled index (see `settle()`) also keeps (3) an 8-bit copy of every dense vector in memory
-# (scalar quantization): a scan reads a quarter of the bytes, then rescores DENSE_OVERSAMPLING x
-# limit candidates with the full vectors, and (4) DENSE_SEGMENTS segments, searched in parallel.
-# On the bench's 100k chunks, settled: recall@10 0.999, p50 7 ms (exact float scan: 12 ms).
+# A settled index (see `settle()`) also keeps (3) a compressed copy of every dense vector in memory,
+# scanned first, then DENSE_OVERSAMPLING x limit candidates rescored with the full vectors, and (4)
+# DENSE_SEGMENTS segments, searched in parallel. The embedded store compresses with TurboQuant at
+# DENSE_QUANTIZED_BITS bits per dimension (the vector rotated at random, then each coordinate quantized on its own): on
+# the bench's 100k chunks in one process, p50 / p95 2.5-2.8 / 3.6-4.4 ms at recall@10 1.000, where
+# 8-bit scalar copies took 3.0-3.5 / 4.3-5.9 ms at 0.998 (docs/performance.md). The Qdrant server
+# of compose.yaml (v1.15) has no TurboQuant and keeps the 8-bit scalar copies.
 EXACT_SEARCH_MAX_POINTS = 100_000
 DENSE_HNSW_EF = 128
 HNSW_M = 16
 HNSW_EF_CONSTRUCT = 100
 DENSE_OVERSAMPLING = 2.0
+DENSE_QUANTIZED_BITS = 4
 DENSE_SEGMENTS = 2
 
 
@@ -96,7 +100,7 @@ class Backend(Protocol):
         ids no longer stored are left out. No filter: callers re-check what they return."""
 
     async def settle(self) -> None:
-        """Finish what the engine builds lazily (segments, 8-bit vectors, graphs)."""
+        """Finish what the engine builds lazily (segments, compressed vectors, graphs)."""
         ...
 
     def export(self, batch_size: int) -> AsyncIterator[list[PointData]]:

@@ -22,6 +22,7 @@ from ragchat.services.vector_store.access import Conditions
 from ragchat.services.vector_store.backend import (
     DENSE_HNSW_EF,
     DENSE_OVERSAMPLING,
+    DENSE_QUANTIZED_BITS,
     DENSE_SEGMENTS,
     HNSW_EF_CONSTRUCT,
     HNSW_M,
@@ -114,22 +115,10 @@ class EdgeBackend:
             if handle is None:
                 exists = Path(self.shard_path).exists() and any(Path(self.shard_path).iterdir())
                 if exists:
-                    shard = qe.EdgeShard.load(self.shard_path)
+                    shard = self._load(meta)
                 else:
                     self.root.mkdir(parents=True, exist_ok=True)
-                    config = qe.EdgeConfig(
-                        vectors={DENSE: qe.EdgeVectorParams(size=meta.dimension, distance=qe.Distance.Cosine)},
-                        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-                        hnsw_config=qe.HnswIndexConfig(
-                            m=HNSW_M,
-                            ef_construct=HNSW_EF_CONSTRUCT,
-                            full_scan_threshold=full_scan_threshold_kb(meta.dimension),
-                        ),
-                        quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True),
-                        optimizers=qe.EdgeOptimizersConfig(default_segment_number=DENSE_SEGMENTS),
-                        max_search_threads=DENSE_SEGMENTS,
-                    )
-                    shard = qe.EdgeShard.create(self.shard_path, config)
+                    shard = qe.EdgeShard.create(self.shard_path, self._config(meta.dimension))
                 handle = _EdgeHandle(shard)
                 _edge_handles[self.shard_path] = handle
             handle.refs += 1
@@ -140,6 +129,43 @@ class EdgeBackend:
                 if key not in indexed:
                     handle.shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
             return self._read_or_write_meta(meta)
+
+    @staticmethod
+    def _config(dimension: int) -> Any:
+        """The shard's configuration: one home for it, applied when a shard is made and each time
+        one is opened (see `_load`)."""
+        import qdrant_edge as qe
+
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
+            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            hnsw_config=qe.HnswIndexConfig(
+                m=HNSW_M,
+                ef_construct=HNSW_EF_CONSTRUCT,
+                full_scan_threshold=full_scan_threshold_kb(dimension),
+            ),
+            quantization_config=qe.TurboQuantQuantizationConfig(
+                always_ram=True, bits=getattr(qe.TurboQuantBitSize, f"Bits{DENSE_QUANTIZED_BITS}")
+            ),
+            optimizers=qe.EdgeOptimizersConfig(default_segment_number=DENSE_SEGMENTS),
+            max_search_threads=DENSE_SEGMENTS,
+        )
+
+    def _load(self, meta: CollectionMeta) -> Any:
+        """Open an existing shard with today's configuration: Edge checks it against the stored one
+        and records it, and the next settle rebuilds the segments made under an older one (a store
+        made with 8-bit scalar copies gets TurboQuant copies; until then its segments are searched
+        as they are). A configuration the stored vectors cannot take (another dimension: the
+        embedding model changed) is refused by Edge and changes nothing; the shard then opens as
+        it is, and `_read_or_write_meta` reports the mismatch."""
+        import qdrant_edge as qe
+
+        try:
+            return qe.EdgeShard.load(self.shard_path, self._config(meta.dimension))
+        except Exception as e:
+            if "incompatible" not in str(e).lower():
+                raise
+            return qe.EdgeShard.load(self.shard_path)
 
     def _read_or_write_meta(self, meta: CollectionMeta) -> CollectionMeta | None:
         if self.meta_path.exists():
@@ -171,10 +197,12 @@ class EdgeBackend:
             raise VectorStoreError(f"cannot open Qdrant Edge shard at {self.shard_path}: {e}") from e
 
     async def settle(self) -> None:
-        """Build what Qdrant Edge leaves to its optimizer: the segments, their 8-bit vectors and
-        graphs. Edge has no background optimizer, and this call holds Python's GIL throughout
-        (measured: no other thread of the process ran during its 5.4 s at 30k chunks; about 20 s at 100k), so it belongs in a
-        process that serves nobody: `manage.py settle_index` and the bulk ingestion commands."""
+        """Build what Qdrant Edge leaves to its optimizer: the segments, their compressed vectors
+        and graphs (and rebuild segments made under an older configuration, see `_load`). Edge
+        has no background optimizer, and this call holds Python's GIL throughout (measured: no
+        other thread of the process ran during its 5.4 s at 30k chunks; about 20 s at 100k), so it
+        belongs in a process that serves nobody: `manage.py settle_index` and the bulk ingestion
+        commands."""
         await self._run(lambda: self._shard.optimize(), write=True)
 
     async def close(self) -> None:
@@ -297,7 +325,7 @@ class EdgeBackend:
 
     @staticmethod
     def dense_params(*, exact: bool = False) -> Any:
-        """Filtered dense search: the 8-bit vectors rescored with the full ones, and a wide beam
+        """Filtered dense search: the compressed vectors rescored with the full ones, and a wide beam
         where the planner uses the graph (only for filters that leave more than
         EXACT_SEARCH_MAX_POINTS chunks, where ACORN's filter-aware walk only costs time: +1.3 ms
         p50 at 100k); `exact` reads the full vectors only."""

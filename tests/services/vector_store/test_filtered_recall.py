@@ -1,10 +1,12 @@
 """Issue 17: a dense search with an access filter finds what an exact scan of the same filtered
-chunks finds, also once the store has settled: its HNSW graph built, its 8-bit vectors scanned and
-the candidates rescored with the full ones (Qdrant Edge, the embedded default)."""
+chunks finds, also once the store has settled: its HNSW graph built, its compressed (TurboQuant) vectors
+scanned and the candidates rescored with the full ones (Qdrant Edge, the embedded default)."""
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 import pytest
 
@@ -52,7 +54,7 @@ async def test_filtered_dense_search_matches_an_exact_scan_after_indexing(tmp_pa
         await store.settle()
         info = store._shard.info()
         assert info.indexed_vectors_count == CHUNKS  # the graph exists
-        assert info.segments_count == DENSE_SEGMENTS  # searched in parallel, with their 8-bit vectors
+        assert info.segments_count == DENSE_SEGMENTS  # searched in parallel, with their compressed vectors
         recalls = []
         for query, tags in make_queries(40, rng):
             vector = embedder.embed_sync(query)
@@ -63,5 +65,71 @@ async def test_filtered_dense_search_matches_an_exact_scan_after_indexing(tmp_pa
             if exact:
                 recalls.append(sum(1 for h in found if h.score >= exact[-1].score - 1e-6) / len(exact))
         assert len(recalls) >= 30 and sum(recalls) / len(recalls) == 1.0
+    finally:
+        await store.close()
+
+
+def _segment_quantizations(shard_path: str) -> set[str]:
+    """The compression each stored segment was built with, as Edge records it on disk ("none": a
+    segment still to be indexed)."""
+    return {
+        next(iter(json.loads(f.read_text())["config"]["vector_data"][DENSE]["quantization_config"] or {"none": 0}))
+        for f in Path(shard_path).glob("segments/*/segment.json")
+    }
+
+
+@pytest.mark.slow  # builds the graph twice over 8,000 vectors: ~5 s on 2 cores
+async def test_a_store_made_with_8_bit_copies_is_rebuilt_by_the_next_settle(tmp_path):
+    """A store settled by an earlier version (8-bit scalar copies) opens and searches as it is, and
+    the next settle (`manage.py settle_index`) rebuilds it with today's TurboQuant copies."""
+    import qdrant_edge as qe
+
+    dimension, count = 384, 8000  # above Edge's indexing threshold: an indexed, quantized segment
+    config = EdgeBackend._config(dimension)
+    older = qe.EdgeConfig(
+        vectors=config.vectors,
+        sparse_vectors=config.sparse_vectors,
+        hnsw_config=config.hnsw_config,
+        quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True),
+        optimizers=config.optimizers,
+        max_search_threads=DENSE_SEGMENTS,
+    )
+    rng = random.Random(5)
+    embedder = HashingEmbedder(dimension=dimension)
+    points = [
+        qe.Point(i, {DENSE: embedder.embed_sync(c.chunk_text)}, {"tags": list(c.tags), "tenant_id": "default"})
+        for i, c in enumerate(make_chunks(count, rng))
+    ]
+    shard_path = str(tmp_path / "old")
+    shard = qe.EdgeShard.create(shard_path, older)
+    for start in range(0, count, 1000):
+        shard.update(qe.UpdateOperation.upsert_points(points[start : start + 1000]))
+    shard.optimize()
+    shard.close()
+    assert "scalar" in _segment_quantizations(shard_path)
+    queries = [(embedder.embed_sync(q), tags) for q, tags in make_queries(20, rng)]
+
+    async def top10(store: EdgeBackend) -> list[list[str]]:
+        out = []
+        for vector, tags in queries:
+            stage = Stage(DENSE, vector, access_conditions(user_tags=tags, tenant_id="default"), 10)
+            (hits,) = await store.search_stages([stage])
+            out.append([h.id for h in hits])
+        return out
+
+    store = EdgeBackend(path=tmp_path, collection="old")
+    assert await store.open(CollectionMeta("hashing-384", dimension)) is None
+    try:
+        before = await top10(store)
+        assert all(before) and "scalar" in _segment_quantizations(shard_path)  # searched as it was
+        await store.settle()
+    finally:
+        await store.close()
+    assert _segment_quantizations(shard_path) == {"turbo"}
+    store = EdgeBackend(path=tmp_path, collection="old")
+    await store.open(CollectionMeta("hashing-384", dimension))
+    try:
+        assert store._shard.info().points_count == count
+        assert await top10(store) == before
     finally:
         await store.close()
