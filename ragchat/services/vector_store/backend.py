@@ -24,10 +24,11 @@ from ragchat.services.vector_store.payload import PointData
 # A settled index (see `settle()`) also keeps (3) a compressed copy of every dense vector in memory,
 # scanned first, then DENSE_OVERSAMPLING x limit candidates rescored with the full vectors, and (4)
 # DENSE_SEGMENTS segments, searched in parallel. The embedded store compresses with TurboQuant at
-# DENSE_QUANTIZED_BITS bits per dimension (the vector rotated at random, then each coordinate quantized on its own): on
-# the bench's 100k chunks in one process, p50 / p95 2.5-2.8 / 3.6-4.4 ms at recall@10 1.000, where
-# 8-bit scalar copies took 3.0-3.5 / 4.3-5.9 ms at 0.998 (docs/performance.md). The Qdrant server
-# of compose.yaml (v1.15) has no TurboQuant and keeps the 8-bit scalar copies.
+# DENSE_QUANTIZED_BITS bits per dimension (the vector rotated at random, then each coordinate
+# quantized on its own). On the bench's 100k chunks in one process, p95 3.6-4.4 ms at recall@10
+# 1.000 on one box and 5.7-6.4 ms at 0.999 on another, where 8-bit scalar copies took 4.3-5.9 and
+# 6.2-8.5 ms at 0.998 (docs/performance.md "TurboQuant"). The Qdrant server of compose.yaml (v1.15)
+# has no TurboQuant and keeps the 8-bit scalar copies.
 EXACT_SEARCH_MAX_POINTS = 100_000
 DENSE_HNSW_EF = 128
 HNSW_M = 16
