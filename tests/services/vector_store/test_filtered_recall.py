@@ -1,6 +1,6 @@
 """Issue 17: a dense search with an access filter finds what an exact scan of the same filtered
-chunks finds, also once the store has settled: its HNSW graph built, its compressed (TurboQuant) vectors
-scanned and the candidates rescored with the full ones (Qdrant Edge, the embedded default)."""
+chunks finds, also once the store has settled: its HNSW graph built, its compressed (TurboQuant)
+vectors scanned and the candidates rescored with the full ones (Qdrant Edge, the embedded default)."""
 
 from __future__ import annotations
 
@@ -92,7 +92,7 @@ async def test_a_store_made_with_8_bit_copies_is_rebuilt_by_the_next_settle(tmp_
         hnsw_config=config.hnsw_config,
         quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True),
         optimizers=config.optimizers,
-        max_search_threads=DENSE_SEGMENTS,
+        max_search_threads=config.max_search_threads,
     )
     rng = random.Random(5)
     embedder = HashingEmbedder(dimension=dimension)
