@@ -23,7 +23,7 @@ from ragchat.services.vector_store.payload import PointData
 #
 # A settled index (see `settle()`) also keeps (3) a compressed copy of every dense vector in memory,
 # scanned first, then DENSE_OVERSAMPLING x limit candidates rescored with the full vectors, and (4)
-# DENSE_SEGMENTS segments, searched in parallel. The embedded store compresses with TurboQuant at
+# DENSE_SEGMENTS segments. The embedded store compresses with TurboQuant at
 # DENSE_QUANTIZED_BITS bits per dimension (the vector rotated at random, then each coordinate
 # quantized on its own). On the bench's 100k chunks in one process, p95 3.6-4.4 ms at recall@10
 # 1.000 on one box and 5.7-6.4 ms at 0.999 on another, where 8-bit scalar copies took 4.3-5.9 and
@@ -36,6 +36,13 @@ HNSW_EF_CONSTRUCT = 100
 DENSE_OVERSAMPLING = 2.0
 DENSE_QUANTIZED_BITS = 4
 DENSE_SEGMENTS = 2
+# Threads of one embedded-store search (Edge's max_search_threads): one, which goes through the
+# segments one after the other. With TurboQuant copies a second thread no longer pays for itself
+# alone (session 15, one process, the dense stage's p50 / p95: at 10k chunks 0.55 / 0.76-0.79 ms with
+# one thread, 0.70-0.74 / 0.92-1.17 ms with two; at 100k 3.93-3.99 / 5.90-6.18 against 4.10-4.22 /
+# 5.84-6.60 ms), and in a burst of questions, where the other core runs the embedding model, the
+# searches took less of the event loop with one (docs/performance.md "Bursts").
+SEARCH_THREADS = 1
 
 
 def full_scan_threshold_kb(dimension: int) -> int:

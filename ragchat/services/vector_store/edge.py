@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import shutil
 import threading
@@ -26,6 +27,7 @@ from ragchat.services.vector_store.backend import (
     DENSE_SEGMENTS,
     HNSW_EF_CONSTRUCT,
     HNSW_M,
+    SEARCH_THREADS,
     CollectionMeta,
     Hit,
     Stage,
@@ -34,6 +36,8 @@ from ragchat.services.vector_store.backend import (
 from ragchat.services.vector_store.payload import DENSE, KEYWORD_FIELDS, SPARSE, PointData
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 
 class _EdgeHandle:
@@ -148,7 +152,7 @@ class EdgeBackend:
                 always_ram=True, bits=getattr(qe.TurboQuantBitSize, f"Bits{DENSE_QUANTIZED_BITS}")
             ),
             optimizers=qe.EdgeOptimizersConfig(default_segment_number=DENSE_SEGMENTS),
-            max_search_threads=DENSE_SEGMENTS,
+            max_search_threads=SEARCH_THREADS,
         )
 
     def _load(self, meta: CollectionMeta) -> Any:
@@ -157,7 +161,8 @@ class EdgeBackend:
         made with 8-bit scalar copies gets TurboQuant copies; until then its segments are searched
         as they are). A configuration the stored vectors cannot take (another dimension: the
         embedding model changed) is refused by Edge and changes nothing; the shard then opens as
-        it is, and `_read_or_write_meta` reports the mismatch."""
+        it is, says so in the log (for any other refusal it stays on its stored configuration, its
+        compressed copies included), and `_read_or_write_meta` reports a dimension mismatch."""
         import qdrant_edge as qe
 
         try:
@@ -165,6 +170,12 @@ class EdgeBackend:
         except Exception as e:
             if "incompatible" not in str(e).lower():
                 raise
+            logger.warning(
+                "the vector store at %s keeps its stored configuration: Qdrant Edge refused today's (%s)",
+                self.shard_path,
+                e,
+                extra={"event": "vector_store_config_kept"},
+            )
             return qe.EdgeShard.load(self.shard_path)
 
     def _read_or_write_meta(self, meta: CollectionMeta) -> CollectionMeta | None:

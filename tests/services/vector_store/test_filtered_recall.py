@@ -54,7 +54,7 @@ async def test_filtered_dense_search_matches_an_exact_scan_after_indexing(tmp_pa
         await store.settle()
         info = store._shard.info()
         assert info.indexed_vectors_count == CHUNKS  # the graph exists
-        assert info.segments_count == DENSE_SEGMENTS  # searched in parallel, with their compressed vectors
+        assert info.segments_count == DENSE_SEGMENTS  # each searched with its compressed vectors
         recalls = []
         for query, tags in make_queries(40, rng):
             vector = embedder.embed_sync(query)

@@ -3,6 +3,7 @@ through qdrant-client's local mode (AsyncQdrantClient(location=":memory:"), same
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import replace
 
@@ -234,17 +235,21 @@ async def test_identical_top5_twice(make_service, kind):
 
 
 @pytest.mark.parametrize("kind", BACKENDS)
-async def test_dimension_mismatch_is_a_clear_error(make_service, kind):
+async def test_dimension_mismatch_is_a_clear_error(make_service, kind, caplog):
     first = await make_service(kind, CachedEmbedder(HashingEmbedder(dimension=384)))
     await first.upsert_chunks(CORPUS[:2])
     if kind == "edge":
         await first.close()
     second = await make_service(kind, CachedEmbedder(HashingEmbedder(dimension=64)))
-    with pytest.raises(CollectionMismatchError) as info:
-        await second.initialize()
+    with caplog.at_level(logging.WARNING, logger="ragchat.services.vector_store.edge"):
+        with pytest.raises(CollectionMismatchError) as info:
+            await second.initialize()
     message = str(info.value)
     assert "hashing-384" in message and "384 dims" in message
     assert "hashing-64" in message and "64 dims" in message and "reindex" in message
+    if kind == "edge":  # Edge refused today's configuration for the stored vectors, and the log says so
+        (kept,) = [r for r in caplog.records if getattr(r, "event", "") == "vector_store_config_kept"]
+        assert "keeps its stored configuration" in kept.getMessage()
 
 
 class RenamedEmbedder(HashingEmbedder):
