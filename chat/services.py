@@ -97,7 +97,10 @@ def message_create_user(*, session: ChatSession, content: str) -> Message:
 def messages_create_user(*, questions: Sequence[tuple[ChatSession, str]]) -> list[Message]:
     """Store questions of several sessions (one each) in one transaction, one insert and one update
     for all of them: a burst of questions is stored together. A session's first question names it
-    if untitled."""
+    if untitled (one more update, for the sessions it names).
+
+    The time goes in a plain UPDATE (one value for all), the titles in bulk_update's CASE: a CASE
+    of datetimes cost three times the titles' (0.44 against 0.12 ms a session, 64 at once)."""
     if not questions:
         return []
     now = timezone.now()
@@ -105,13 +108,15 @@ def messages_create_user(*, questions: Sequence[tuple[ChatSession, str]]) -> lis
         messages = Message.objects.bulk_create(
             [Message(session=session, role=Message.Role.USER, content=content) for session, content in questions]
         )
-        sessions = []
+        named = []
         for session, content in questions:
             if session.title == DEFAULT_TITLE:
                 session.title = _title_from_question(content)
+                named.append(session)
             session.updated_at = now
-            sessions.append(session)
-        ChatSession.objects.bulk_update(sessions, ["title", "updated_at"])
+        ChatSession.objects.filter(pk__in=[session.pk for session, _ in questions]).update(updated_at=now)
+        if named:
+            ChatSession.objects.bulk_update(named, ["title"])
     return messages
 
 

@@ -623,8 +623,14 @@ def test_a_batch_prepares_each_ask_as_alone_and_a_bad_ask_fails_only_itself(user
         turns._Ask(user=user, session_id=str(theirs.pk), question="Someone else's chat"),  # not the asker's
         turns._Ask(user=user, session_id=str(mine[1].pk), question="And parking?"),
     ]
+    before = {s.pk: ChatSession.objects.get(pk=s.pk).updated_at for s in mine}
     first, refused, follow_up = turns._prepare_batch(asks)
     assert refused is None
+    # Stored: the untitled chat named by its question, the named one kept, both moved to the top.
+    stored = {s.pk: ChatSession.objects.get(pk=s.pk) for s in mine}
+    assert [stored[s.pk].title for s in mine] == ["How many vacation days?", "Where is the office?"]
+    assert all(stored[pk].updated_at > before[pk] for pk in before)
+    assert ChatSession.objects.get(pk=theirs.pk).title == "New chat"
     assert not Message.objects.filter(session=theirs).exists()  # nothing stored in a chat not theirs
     assert first.question.content == "How many vacation days?" and first.draft.reply_to_id == first.question.pk
     assert first.inputs.history == [] and first.title == "How many vacation days?"

@@ -43,6 +43,16 @@ DENSE_SEGMENTS = 2
 # 5.84-6.60 ms), and in a burst of questions, where the other core runs the embedding model, the
 # searches took less of the event loop with one (docs/performance.md "Bursts").
 SEARCH_THREADS = 1
+# The BM25 stage with an access filter (session 16): Qdrant scans the filtered chunks one by one
+# ("plain" search) when a segment holds fewer than its full_scan_threshold of them (default 5,000
+# chunks), and walks the inverted index, checking the filter on each posting, above it. Both give
+# the same results (sparse search is exact either way; the same top 50 and scores on 10k and 100k
+# chunks), but the scan costs about 0.2 us a chunk and the walk grows with the posting lists: on the
+# bench's 10k chunks (two segments of 5k, so every filter fell under 5,000) the stage took
+# 0.66-1.00 ms by scan against 0.12-0.17 ms by the index, for every kind of reader (0, 1 or 2 tags,
+# the small tenant); at 100k the index took 0.9 ms and a scan 9 ms. Only a filter that leaves very
+# few chunks in a segment is scanned now.
+SPARSE_FULL_SCAN_MAX_POINTS = 500
 
 
 def full_scan_threshold_kb(dimension: int) -> int:

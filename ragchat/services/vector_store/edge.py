@@ -28,6 +28,7 @@ from ragchat.services.vector_store.backend import (
     HNSW_EF_CONSTRUCT,
     HNSW_M,
     SEARCH_THREADS,
+    SPARSE_FULL_SCAN_MAX_POINTS,
     CollectionMeta,
     Hit,
     Stage,
@@ -142,7 +143,11 @@ class EdgeBackend:
 
         return qe.EdgeConfig(
             vectors={DENSE: qe.EdgeVectorParams(size=dimension, distance=qe.Distance.Cosine)},
-            sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            sparse_vectors={
+                SPARSE: qe.EdgeSparseVectorParams(
+                    modifier=qe.Modifier.Idf, full_scan_threshold=SPARSE_FULL_SCAN_MAX_POINTS
+                )
+            },
             hnsw_config=qe.HnswIndexConfig(
                 m=HNSW_M,
                 ef_construct=HNSW_EF_CONSTRUCT,

@@ -19,6 +19,7 @@ from ragchat.services.vector_store.backend import (
     DENSE_SEGMENTS,
     HNSW_EF_CONSTRUCT,
     HNSW_M,
+    SPARSE_FULL_SCAN_MAX_POINTS,
     CollectionMeta,
     Hit,
     Stage,
@@ -112,7 +113,12 @@ class ServerBackend:
             await self.client.create_collection(
                 self.collection,
                 vectors_config={DENSE: m.VectorParams(size=meta.dimension, distance=m.Distance.COSINE)},
-                sparse_vectors_config={SPARSE: m.SparseVectorParams(modifier=m.Modifier.IDF)},
+                sparse_vectors_config={
+                    SPARSE: m.SparseVectorParams(
+                        modifier=m.Modifier.IDF,
+                        index=m.SparseIndexParams(full_scan_threshold=SPARSE_FULL_SCAN_MAX_POINTS),
+                    )
+                },
                 hnsw_config=m.HnswConfigDiff(
                     m=HNSW_M,
                     ef_construct=HNSW_EF_CONSTRUCT,
