@@ -38,6 +38,7 @@ def test_bench_quick_chat_streams_lose_no_tokens(tmp_path):
         assert run["reordered_frames"] == 0
         assert run["frames"] >= run["streams"]
         assert run["added_latency_p95_ms"] is not None
+        assert len(run["sent"]) == 3  # when the clients sent (p5 / p50 / p95): the burst is one
     assert chat["server_peak_rss_mb"] > 0
     assert "lost 0 (in completed answers 0)" in out.getvalue()
     # Memory per open chat tab: 100 idle tabs connected at once, all of them.
