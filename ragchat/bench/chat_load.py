@@ -269,6 +269,11 @@ class ScratchServer:
         from websockets.asyncio.client import connect
 
         result = StreamResult(qid=qid, expected=tokens)
+        # Only the arrival time as frames come: the 200 clients share one process and a core with
+        # the server's other neighbours, and parsing every frame as it came delayed the next
+        # frames' timestamps (and took CPU from the server). Parsed at the end, also after an error
+        # (the tokens that did arrive are not counted as lost).
+        frames: list[tuple[float, str]] = []
         url = f"ws://127.0.0.1:{self.port}/ws/chat/{session_id}/"
         try:
             async with connect(
@@ -285,19 +290,15 @@ class ScratchServer:
                     await start.wait()
                 result.sent_at = time.time()
                 await ws.send(json.dumps({"question": question(qid, tokens)}))
-                # Only the arrival time here: the 200 clients share one process and one core with
-                # the server's other neighbours, and parsing every frame as it came delayed the
-                # next frames' timestamps (and took CPU from the server). Parsed after the answer.
-                frames: list[tuple[float, str]] = []
                 async with asyncio.timeout(timeout):
                     async for frame in ws:
                         text = frame if isinstance(frame, str) else frame.decode()
                         frames.append((time.time(), text))
                         if 'data-status="' in text and FINAL_RE.search(text):
                             break
-                _read_frames(result, frames)
         except Exception as e:  # reported per stream; a failed stream counts its tokens as lost
             result.error = f"{type(e).__name__}: {e}"
+        _read_frames(result, frames)
         return result
 
 
