@@ -46,14 +46,16 @@ SEARCH_THREADS = 1
 # The BM25 stage with an access filter (session 16): Qdrant scans the filtered chunks one by one
 # ("plain" search) when a segment holds fewer than its full_scan_threshold of them (default 5,000
 # chunks), and walks the inverted index, checking the filter on each posting, above it. Both give
-# the same results (sparse search is exact either way; the same top 50 and scores on 10k and 100k
-# chunks), but the scan costs about 0.2 us a chunk and the walk grows with the posting lists: on the
-# bench's 10k chunks (two segments of 5k, so every filter fell under 5,000) the stage took
-# 0.28-1.00 ms by scan against 0.12-0.17 ms by the index, for every kind of reader (0, 1 or 2 tags,
-# the small tenant); at 100k the index took 0.9 ms and a scan 9 ms. Only a filter that leaves very
-# few chunks in a segment (a scan of 500 takes about 0.1 ms) is scanned now. The threshold belongs
-# to each segment's index, made when the segment is built: a store made before keeps its scan until
-# it is rebuilt from its points (docs/performance.md, "Bursts", session 16).
+# the same results (sparse search is exact either way: the same top 50 on 10k and 100k chunks, a
+# score at most different in its last float digits, as the plans add the terms up in another
+# order; `test_the_bm25_stage_finds_the_same_by_its_index_as_by_a_scan`). But the scan costs about
+# 0.2 us a chunk, and the walk grows with the posting lists: on the bench's 10k chunks (two
+# segments of 5k, so every filter fell under 5,000) the stage took 0.28-1.00 ms by scan against
+# 0.12-0.17 ms by the index, for every kind of reader (0, 1 or 2 tags, the small tenant); at 100k
+# the index took 0.9 ms and a scan 9 ms. Only a filter that leaves very few chunks in a segment (a
+# scan of 500 takes about 0.1 ms) is scanned now. The threshold belongs to each segment's index,
+# made when the segment is built: a store made before keeps its scan until it is rebuilt from its
+# points (docs/performance.md, "Bursts", session 16).
 SPARSE_FULL_SCAN_MAX_POINTS = 500
 
 
