@@ -78,6 +78,15 @@ def _segment_quantizations(shard_path: str) -> set[str]:
     }
 
 
+def _today_config_but(dimension: int, **changes):
+    """Today's shard configuration (EdgeBackend._config) with some fields as an earlier version had them."""
+    import qdrant_edge as qe
+
+    today = EdgeBackend._config(dimension)
+    fields = ("vectors", "sparse_vectors", "hnsw_config", "quantization_config", "optimizers", "max_search_threads")
+    return qe.EdgeConfig(**{field: changes.get(field, getattr(today, field)) for field in fields})
+
+
 @pytest.mark.slow  # builds the graph twice over 8,000 vectors: ~5 s on 2 cores
 async def test_a_store_made_with_8_bit_copies_is_rebuilt_by_the_next_settle(tmp_path):
     """A store settled by an earlier version (8-bit scalar copies) opens and searches as it is, and
@@ -85,14 +94,8 @@ async def test_a_store_made_with_8_bit_copies_is_rebuilt_by_the_next_settle(tmp_
     import qdrant_edge as qe
 
     dimension, count = 384, 8000  # above Edge's indexing threshold: an indexed, quantized segment
-    config = EdgeBackend._config(dimension)
-    older = qe.EdgeConfig(
-        vectors=config.vectors,
-        sparse_vectors=config.sparse_vectors,
-        hnsw_config=config.hnsw_config,
-        quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True),
-        optimizers=config.optimizers,
-        max_search_threads=config.max_search_threads,
+    older = _today_config_but(
+        dimension, quantization_config=qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, always_ram=True)
     )
     rng = random.Random(5)
     embedder = HashingEmbedder(dimension=dimension)
@@ -135,70 +138,56 @@ async def test_a_store_made_with_8_bit_copies_is_rebuilt_by_the_next_settle(tmp_
         await store.close()
 
 
-async def test_the_bm25_stage_finds_the_same_by_its_index_as_by_a_scan(tmp_path):
+async def test_the_bm25_stage_finds_the_same_by_its_index_as_by_a_scan(tmp_path, monkeypatch):
     """Session 16: the BM25 stage walks its inverted index unless a filter leaves under
     SPARSE_FULL_SCAN_MAX_POINTS chunks in a segment (Qdrant's default scanned every filter under
-    5,000). A store planned the old way and one planned today's give the same hits and scores, for
-    broad filters (now the index) and a narrow one (still a scan), and today's segments record it.
-    Chunks carry a constant dense vector: only the BM25 stage is searched."""
+    5,000). A store planned the old way and one planned today's, written and searched through the
+    backend alike, give the same hits and scores, for broad filters (now the index) and a narrow one
+    (still a scan), and today's segments record it. Chunks carry a constant dense vector: only the
+    BM25 stage is searched."""
     import qdrant_edge as qe
 
     from ragchat.services.bm25 import bm25_document, bm25_query
     from ragchat.services.vector_store.backend import SPARSE_FULL_SCAN_MAX_POINTS
-    from ragchat.services.vector_store.payload import SPARSE
+    from ragchat.services.vector_store.payload import SPARSE, PointData, point_id
 
+    dimension = 8
     rng = random.Random(7)
     # Two segments of 3,000: a reader's filter leaves 550-1,300 chunks in each (the index now), the
     # small tenant's about 300 (still a scan).
-    chunks = make_chunks(6000, rng)
+    points = [
+        PointData(
+            point_id(c.document_id, c.chunk_index),
+            [1.0] * dimension,
+            bm25_document(c.chunk_text),
+            {"tags": list(c.tags), "tenant_id": c.tenant_id},
+        )
+        for c in make_chunks(6000, rng)
+    ]
     queries = make_queries(30, rng)
-    today = EdgeBackend._config(8)
-    old = qe.EdgeConfig(
-        vectors=today.vectors,
-        sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},  # Qdrant's default plan
-        hnsw_config=today.hnsw_config,
-        quantization_config=today.quantization_config,
-        optimizers=today.optimizers,
-        max_search_threads=today.max_search_threads,
-    )
+    old = _today_config_but(dimension, sparse_vectors={SPARSE: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)})
     found: dict[str, list] = {}
-    for name, config in (("scan", old), ("index", today)):
-        path = str(tmp_path / name)
-        shard = qe.EdgeShard.create(path, config)
-        for key in ("tags", "tenant_id"):
-            shard.update(qe.UpdateOperation.create_field_index(key, qe.PayloadSchemaType.Keyword))
-        points = []
-        for i, c in enumerate(chunks):
-            sparse = bm25_document(c.chunk_text)
-            points.append(
-                qe.Point(
-                    i,
-                    {DENSE: [1.0] * 8, SPARSE: qe.SparseVector(list(sparse.indices), list(sparse.values))},
-                    {"tags": list(c.tags), "tenant_id": c.tenant_id},
-                )
-            )
-        for start in range(0, len(points), 400):
-            shard.update(qe.UpdateOperation.upsert_points(points[start : start + 400]))
-        shard.optimize()
-        results = []
-        for query, tags in queries:
-            sparse = bm25_query(query)
-            for tenant in ("default", "acme"):  # "acme" holds a tenth of the chunks: a narrow filter
-                conditions = access_conditions(user_tags=tags, tenant_id=tenant)
-                request = qe.QueryRequest(
-                    limit=50,
-                    query=qe.Query.Nearest(qe.SparseVector(list(sparse.indices), list(sparse.values)), using=SPARSE),
-                    filter=EdgeBackend._filter(conditions),
-                    with_payload=False,
-                    with_vector=False,
-                )
-                (points_found,) = shard.query_batch(qe.QueryBatchRequest([request]))
-                results.append([(str(p.id), round(p.score, 5)) for p in points_found])
-        shard.close()
-        found[name] = results
+    for name, config in (("scan", old), ("index", EdgeBackend._config(dimension))):
+        monkeypatch.setattr(EdgeBackend, "_config", staticmethod(lambda _dimension, config=config: config))
+        store = EdgeBackend(path=tmp_path, collection=name)
+        await store.open(CollectionMeta("hashing-8", dimension))
+        try:
+            for start in range(0, len(points), 400):
+                await store.upsert(points[start : start + 400])
+            await store.settle()
+            results = []
+            for query, tags in queries:
+                for tenant in ("default", "acme"):  # "acme" holds a tenth of the chunks: a narrow filter
+                    conditions = access_conditions(user_tags=tags, tenant_id=tenant)
+                    (hits,) = await store.search_stages([Stage(SPARSE, bm25_query(query), conditions, 50, keys=())])
+                    results.append([(h.id, h.score) for h in hits])
+            found[name] = results
+            shard_path = store.shard_path
+        finally:
+            await store.close()
         thresholds = {
             json.loads(f.read_text())["config"]["sparse_vector_data"][SPARSE]["index"].get("full_scan_threshold")
-            for f in Path(path).glob("segments/*/segment.json")
+            for f in Path(shard_path).glob("segments/*/segment.json")
         }
         assert thresholds == ({None} if name == "scan" else {SPARSE_FULL_SCAN_MAX_POINTS})
     assert sum(1 for r in found["index"] if r) >= 50
