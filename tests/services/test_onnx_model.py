@@ -144,3 +144,21 @@ def test_a_broken_model_file_is_an_embedding_error(tmp_path):
     embedder = LocalEmbedder(runtime="onnx", onnx_dir=str(tmp_path))
     with pytest.raises(EmbeddingError, match="local embedding failed: the embedding model could not load"):
         embedder._encode(["hello"])
+
+
+def test_the_sessions_run_the_layer_norms_unfused(exported, tmp_path):
+    """The exported files hold each layer's residual sum and layer norm as standard operators, and
+    the graph each session runs after ONNX Runtime's own optimizations still does: twelve
+    LayerNormalization nodes, one after each attention and each feed-forward block, and no
+    SkipLayerNormalization (whose CPU kernel made them 30% of a query's embedding)."""
+    import onnx
+
+    for runtime in ("onnx", "onnx-int8"):
+        path = onnx_model.model_path(str(exported), runtime)
+        stored = [node.op_type for node in onnx.load(str(path)).graph.node]
+        copy = tmp_path / f"{runtime}-running.onnx"
+        onnx_model.OnnxModel._open_session(path, optimized_copy=copy)
+        running = [node.op_type for node in onnx.load(str(copy)).graph.node]
+        for ops in (stored, running):
+            assert "SkipLayerNormalization" not in ops, runtime
+            assert ops.count("LayerNormalization") == 12, runtime
