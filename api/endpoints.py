@@ -34,7 +34,7 @@ from api.auth import TokenAuth, rate_check, require_scope
 from api.errors import ApiError, error_response, not_found
 from chat import selectors as chat_selectors
 from chat import services as chat_services
-from chat import turns
+from chat import turn_handover, turn_state, turns
 from chat.models import Message
 from chat.rendering import source_url
 from documents import selectors as doc_selectors
@@ -379,7 +379,7 @@ def _chat_prepare(request, body: schemas.ChatIn):
         session = policy.session_or_none(user=request.user, session_id=body.session_id)
         if session is None:
             raise not_found("No such chat session.")
-        if turns.session_busy_sync(session.pk):
+        if turn_handover.session_busy_sync(session.pk):
             raise ApiError(409, "busy", "Please wait until the current answer is finished.")
         return session, chat_services.message_create_user(session=session, content=body.question.strip())
     return chat_services.session_start(user=request.user, question=body.question)
@@ -445,7 +445,7 @@ async def chat(request, body: schemas.ChatIn):
         # does not use the request's thread-sensitive executor, which ends with the response (a
         # streamed response returns before the turn does).
         turn = await asyncio.create_task(start, context=contextvars.Context())
-    except turns.TurnInProgress:
+    except turn_state.TurnInProgress:
         raise ApiError(409, "busy", "Please wait until the current answer is finished.") from None
     question = user_message.content
     if _wants_stream(request):

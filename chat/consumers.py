@@ -22,26 +22,18 @@ from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
-from chat import presenters, selectors, services, turns
+from chat import presenters, selectors, services, turn_handover, turn_state, turns
 from chat.models import ChatSession, Message
 from chat.signals import session_opened
+from chat.turn_fragments import MSG_BUSY, draft_article_html, group_send_html, note_html
 from ragchat import processes
 from ragchat.partials import render_partial
 
 logger = logging.getLogger(__name__)
 
-MSG_BUSY = "Please wait until the current answer is finished."
 MSG_REGENERATE_LAST = "Only the answer to the latest question can be regenerated."
 MSG_EDIT_LAST = "Only your latest question can be edited; ask a new one instead."
 MSG_EDIT_ROUTED = "This question went to a person, so it stays as asked; ask a new question instead."
-
-
-def note_html(text: str = "", *, kind: str = "error", outcome: str = "", transient: bool = False) -> str:
-    """The composer's note (a validation problem, "please wait"); empty text clears it. `outcome`
-    tells the page what became of the question it sent: "accepted" (the composer may clear),
-    "refused" or "busy" (the composer keeps the text). A `transient` note (a "please wait" for a
-    button) leaves once no answer is being written."""
-    return render_partial("chat/_note.html", {"text": text, "kind": kind, "outcome": outcome, "transient": transient})
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -66,14 +58,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _catch_up(self) -> None:
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
         draft that has finished since gets the final message."""
-        turn = turns.active_turn(self.session_id)
+        turn = turn_state.active_turn(self.session_id)
         if turn is not None and turn.message_id:
-            await self.send(text_data=turns.draft_article_html(turn))
+            await self.send(text_data=draft_article_html(turn))
         query = parse_qs(self.scope.get("query_string", b"").decode())
         for raw in query.get("sync", [])[:1]:
             if raw.isdigit() and (turn is None or int(raw) != turn.message_id):
                 await self._send_message(int(raw))
-        if "start" in query and not await turns.session_busy(self.session_id):
+        if "start" in query and not await turn_handover.session_busy(self.session_id):
             # A chat begun from the landing page: its first question is stored, its answer starts
             # once the page listens (and only once: a question with an answer is not pending).
             pending = await database_sync_to_async(selectors.question_unanswered)(session_id=self.session_id)
@@ -104,8 +96,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             raw = str(data.get("answer") or "")
             answer_id = int(raw) if raw.isdigit() else None
             if processes.hands_turns_over():  # the holder runs this process's turns
-                await turns.hand_over_stop(self.session_id, message_id=answer_id)
-            elif not turns.turn_stop(self.session_id, message_id=answer_id):
+                await turn_handover.hand_over_stop(self.session_id, message_id=answer_id)
+            elif not turn_state.turn_stop(self.session_id, message_id=answer_id):
                 await self.channel_layer.group_send(self.group, {"type": "chat.stop", "message_id": answer_id})
             return
         question = str(data.get("question") or "")
@@ -113,14 +105,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if problem:
             await self.send(text_data=note_html(problem, outcome="refused"))
             return
-        if await turns.session_busy(self.session_id):
+        if await turn_handover.session_busy(self.session_id):
             await self.send(text_data=note_html(MSG_BUSY, kind="info", outcome="busy"))
             return
         if data.get("edit"):
             await self._edit(str(data["edit"]), question.strip())
             return
         if processes.hands_turns_over():  # the holder runs this process's turns: store, then hand over
-            asked = await database_sync_to_async(turns.question_store)(
+            asked = await database_sync_to_async(turn_handover.question_store)(
                 user=self.user, session_id=self.session_id, question=question.strip()
             )
             if asked is None:  # deleted meanwhile
@@ -138,7 +130,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             turn = await turns.turn_ask(
                 session_id=self.session_id, user=self.user, question=question.strip(), accepted=accepted
             )
-        except turns.TurnInProgress:
+        except turn_state.TurnInProgress:
             await self.send(text_data=note_html(MSG_BUSY, kind="info", outcome="busy"))
             return
         if turn is None:  # deleted meanwhile
@@ -153,13 +145,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
         retryable = (Message.Status.FAILED, Message.Status.INTERRUPTED)
         if failed is None or failed.status not in retryable or failed.reply_to_id is None:
             return
-        if await turns.session_busy(self.session_id):
+        if await turn_handover.session_busy(self.session_id):
             await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
             return
         user_message = await database_sync_to_async(lambda: failed.reply_to)()
         # The retry's answer takes the failed one's place: it leaves the page of every tab.
         await database_sync_to_async(services.message_discard_failed)(message=failed)
-        await turns.group_send_html(self.session_id, render_partial("chat/_removed.html", {"message_id": raw_id}))
+        await group_send_html(self.session_id, render_partial("chat/_removed.html", {"message_id": raw_id}))
         await self._start(user_message)
 
     async def _edit(self, raw_id: str, question: str) -> None:
@@ -180,9 +172,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         removed = await database_sync_to_async(services.question_edit)(message=message, content=question)
         await self.send(text_data=note_html(outcome="accepted"))
         for answer_id in removed:
-            await turns.group_send_html(
-                self.session_id, render_partial("chat/_removed.html", {"message_id": answer_id})
-            )
+            await group_send_html(self.session_id, render_partial("chat/_removed.html", {"message_id": answer_id}))
         await self._start(message)  # the turn's first frame shows the question with its new text
 
     async def _regenerate(self, raw_id: str) -> None:
@@ -195,23 +185,25 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if answer is None:
             await self.send(text_data=note_html(MSG_REGENERATE_LAST, kind="info"))
             return
-        if await turns.session_busy(self.session_id):
+        if await turn_handover.session_busy(self.session_id):
             await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
             return
         # The current answer becomes an older version (hidden, reachable by its switcher).
         number, count = await database_sync_to_async(selectors.answer_versions_of)(answer) or (1, 1)
         html = await database_sync_to_async(presenters.message_html)(answer, oob=True, versions=(number, count + 1))
-        await turns.group_send_html(self.session_id, html)
+        await group_send_html(self.session_id, html)
         question = await database_sync_to_async(lambda: answer.reply_to)()
         await self._start(question)
 
     async def _start(self, user_message: Message, *, title: str = "") -> None:
         if processes.hands_turns_over():
-            await turns.hand_over(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
+            await turn_handover.hand_over(
+                session_id=self.session_id, user=self.user, user_message=user_message, title=title
+            )
             return
         try:
             await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
-        except turns.TurnInProgress:
+        except turn_state.TurnInProgress:
             await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
 
     async def _send_message(self, message_id: int) -> Message | None:
@@ -241,7 +233,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.send(text_data=event["html"])
 
     async def chat_stop(self, event: dict) -> None:
-        turns.turn_stop(self.session_id, message_id=event.get("message_id"))
+        turn_state.turn_stop(self.session_id, message_id=event.get("message_id"))
 
     async def chat_message(self, event: dict) -> None:
         """A stored message to show (e.g. the owner's answer delivered by routing): replaced if this

@@ -12,7 +12,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 
-from chat import turns  # noqa: E402
+from chat import turn_handover  # noqa: E402
 from documents.recovery import recover_on_first_call  # noqa: E402
 from ragchat import processes, runtime  # noqa: E402
 from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
@@ -28,12 +28,12 @@ if problems := processes.process_problems():
 ready = os.environ.get("RAGCHAT_WARMUP", "1") == "1"
 runtime.start(warm_up=ready and processes.opens_store())
 
-# turns.on_first_call: answers a dead process left streaming are closed, and the holder of the
-# embedded store serves the chat turns client processes hand over (chat/turns.py).
+# turn_handover.on_first_call: answers a dead process left streaming are closed, and the holder of the
+# embedded store serves the chat turns client processes hand over (chat/turn_handover.py).
 # recover_on_first_call: ingestion interrupted by a restart ends failed-and-retryable, never half
 # indexed (documents/recovery.py).
 application = recover_on_first_call(
-    turns.on_first_call(
+    turn_handover.on_first_call(
         ProtocolTypeRouter(
             {
                 "http": django_asgi_app,

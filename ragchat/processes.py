@@ -4,7 +4,7 @@ The embedded vector store (Qdrant Edge) can be opened by one process only. With 
 (QDRANT_URL) every process opens it and runs its own chat turns. Without one, several processes
 are still possible: one "holder" opens the embedded store, and the "client" processes never do:
 they serve pages and websockets, and hand every chat turn asked on their sockets to the holder
-through the Redis channel layer (chat.turns.HANDOFF_CHANNEL); the turn's frames reach every tab of
+through the Redis channel layer (chat.turn_handover.HANDOFF_CHANNEL); the turn's frames reach every tab of
 the session, whichever process holds it, through the session's channel group. The load balancer
 sends the other requests that search or change the store (the JSON API, documents, view-as, the
 admin, /health) to the holder (scripts/scale/haproxy.cfg).

@@ -5,6 +5,8 @@ counts, also one inside a function or under TYPE_CHECKING):
   the project;
 - no import cycle between the packages: the apps (chat, documents, routing, access, …), the core
   `ragchat.services`, and the project package `ragchat`;
+- no import cycle between any two modules of the project either (a circle inside a package is as
+  hard to follow, and works only while one of its imports stays inside a function);
 - the project package's entry points (settings, URLconfs, ASGI, its views and admin, management
   commands and the tools they run) are loaded by Django or the command line by name and wire the
   apps together: they may import any package, and no package imports them.
@@ -170,6 +172,59 @@ def cycle_report(imports: list[Import]) -> list[str]:
     return lines
 
 
+def module_of(dotted: str) -> str | None:
+    """The project module an import loads (`from chat.models import Message`: chat.models); None
+    outside the project."""
+    if node_of(dotted) is None:
+        return None
+    while dotted and not is_module(dotted):
+        dotted = dotted.rpartition(".")[0]
+    return dotted or None
+
+
+def module_edges(imports: list[Import]) -> dict[tuple[str, str], list[Import]]:
+    edges: dict[tuple[str, str], list[Import]] = defaultdict(list)
+    for imp in imports:
+        a, b = module_of(imp.source), module_of(imp.target)
+        if a and b and a != b and all(seen.where != imp.where for seen in edges[(a, b)]):
+            edges[(a, b)].append(imp)
+    return edges
+
+
+def a_cycle(group: list[str], edges: dict[tuple[str, str], list[Import]]) -> list[str]:
+    """One shortest circle through the group's first module, start repeated at the end."""
+    start = group[0]
+    came_from: dict[str, str] = {}
+    queue = [start]
+    while queue:
+        here = queue.pop(0)
+        for a, b in sorted(edges):
+            if a != here or b not in group:
+                continue
+            if b == start:
+                path = [here]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return [*reversed(path), start]
+            if b not in came_from:
+                came_from[b] = here
+                queue.append(b)
+    raise AssertionError(f"no circle through {start}")  # a strongly connected group always has one
+
+
+def module_cycle_report(imports: list[Import]) -> list[str]:
+    edges = module_edges(imports)
+    lines = []
+    for group in find_cycles(edges):
+        circle = a_cycle(group, edges)
+        lines.append(f"import cycle {' -> '.join(circle)}:")
+        for a, b in zip(circle, circle[1:]):
+            lines += [f"    {imp}" for imp in edges[(a, b)]]
+        if len(group) > len(circle) - 1:
+            lines.append(f"  (one circle of the group {', '.join(group)})")
+    return lines
+
+
 # ------------------------------------------------------------------------------------- the checks
 
 
@@ -184,6 +239,12 @@ def test_the_detector_resolves_every_import_form(tmp_path):
     assert node_of("ragchat.runtime") == PROJECT
     assert node_of("ragchat.urls") == "ragchat (entry points)"
     assert node_of("django.db") is None
+    # An import inside a function counts like one at the top.
+    prepare = {i.target for i in imports_of(ROOT / "chat" / "turn_prepare.py")}
+    assert "access.policy" in prepare and "documents.selectors" in prepare
+    assert module_of("chat.models.Message") == "chat.models"
+    assert module_of("ragchat.services.vector_store.edge") == "ragchat.services.vector_store.edge"
+    assert module_of("django.db") is None
 
 
 def test_the_cycle_finder_reports_the_imports_that_close_a_cycle():
@@ -197,6 +258,21 @@ def test_the_cycle_finder_reports_the_imports_that_close_a_cycle():
     assert "ragchat/runtime.py:83: ragchat.runtime imports documents.selectors" in report
     assert "documents/services.py:28" in report
     assert "chat/turns.py" not in report  # chat -> ragchat alone is no cycle
+
+
+def test_the_module_cycle_finder_names_the_cycle_and_its_imports():
+    fake = [
+        Import("chat.consumers", "chat.turns", "chat/consumers.py:25"),
+        Import("chat.turns", "chat.turn_fragments", "chat/turns.py:30"),
+        Import("chat.turn_fragments", "chat.consumers", "chat/turn_fragments.py:40"),  # inside a function
+        Import("chat.turns", "chat.models.Message", "chat/turns.py:28"),
+        Import("chat.models", "django.db", "chat/models.py:3"),
+    ]
+    report = "\n".join(module_cycle_report(fake))
+    assert "import cycle chat.consumers -> chat.turns -> chat.turn_fragments -> chat.consumers:" in report
+    assert "chat/turn_fragments.py:40: chat.turn_fragments imports chat.consumers" in report
+    assert "chat.models" not in report  # imported, but in no circle
+    assert not module_cycle_report(fake[:2] + fake[3:])
 
 
 def test_the_core_imports_no_framework_and_no_other_project_package():
@@ -214,6 +290,11 @@ def test_the_core_imports_no_framework_and_no_other_project_package():
 
 def test_no_import_cycle_between_packages():
     report = cycle_report(all_imports())
+    assert not report, "\n" + "\n".join(report)
+
+
+def test_no_import_cycle_between_modules():
+    report = module_cycle_report(all_imports())
     assert not report, "\n" + "\n".join(report)
 
 

@@ -10,7 +10,7 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings as django_settings
 
-from chat import turns
+from chat import turn_prepare, turn_state, turn_stream, turns
 from chat.models import ChatSession, Message
 from ragchat import runtime
 from ragchat.services.retrieval import STRATEGY_FIRST, STRATEGY_FOLLOW_UP
@@ -369,7 +369,7 @@ async def test_stop_keeps_what_streamed_marked_stopped(chat_session, corpus, fak
     await tab.send({"stop": "1"})
     final = await tab.until_final()
     await turns.wait_idle()
-    assert turns.active_turn(chat_session.pk) is None
+    assert turn_state.active_turn(chat_session.pk) is None
     _, answer = await messages_of(chat_session)
     assert answer.status == Message.Status.INTERRUPTED and answer.error_type == "Stopped"
     assert answer.error == "You stopped this answer."
@@ -594,12 +594,12 @@ async def test_questions_asked_together_share_one_trip_to_the_database_and_all_g
     tabs = [await open_tab(user, s.pk) for s in sessions]
     for tab in tabs:
         assert await tab.connect()
-    batches, asks = turns._preparer.runs, turns._preparer.items
+    batches, asks = turn_prepare.preparer.runs, turn_prepare.preparer.items
     await asyncio.gather(*(tab.ask(f"{VACATION_Q} ({i})") for i, tab in enumerate(tabs)))
     finals = await asyncio.gather(*(tab.until_final() for tab in tabs))
     await turns.wait_idle()
     assert all('data-status="complete"' in final for final in finals)
-    assert turns._preparer.items - asks == 6 and turns._preparer.runs - batches < 6
+    assert turn_prepare.preparer.items - asks == 6 and turn_prepare.preparer.runs - batches < 6
     for i, session in enumerate(sessions):
         question, answer = await messages_of(session)
         assert (question.role, question.content) == ("user", f"{VACATION_Q} ({i})")
@@ -619,12 +619,12 @@ def test_a_batch_prepares_each_ask_as_alone_and_a_bad_ask_fails_only_itself(user
     done = services.message_create_draft(reply_to=earlier)
     services.message_finish(message=done, fields={"content": "In Berlin.", "status": Message.Status.COMPLETE})
     asks = [
-        turns._Ask(user=user, session_id=str(mine[0].pk), question="How many vacation days?"),
-        turns._Ask(user=user, session_id=str(theirs.pk), question="Someone else's chat"),  # not the asker's
-        turns._Ask(user=user, session_id=str(mine[1].pk), question="And parking?"),
+        turn_prepare.Ask(user=user, session_id=str(mine[0].pk), question="How many vacation days?"),
+        turn_prepare.Ask(user=user, session_id=str(theirs.pk), question="Someone else's chat"),  # not the asker's
+        turn_prepare.Ask(user=user, session_id=str(mine[1].pk), question="And parking?"),
     ]
     before = {s.pk: ChatSession.objects.get(pk=s.pk).updated_at for s in mine}
-    first, refused, follow_up = turns._prepare_batch(asks)
+    first, refused, follow_up = turn_prepare.prepare_batch(asks)
     assert refused is None
     # Stored: the untitled chat named by its question, the named one kept, both moved to the top.
     stored = {s.pk: ChatSession.objects.get(pk=s.pk) for s in mine}
@@ -639,7 +639,7 @@ def test_a_batch_prepares_each_ask_as_alone_and_a_bad_ask_fails_only_itself(user
         ("assistant", "In Berlin."),
     ]
     assert follow_up.title == "Where is the office?"  # named by its first question, not renamed
-    alone = turns._prepare_batch([asks[2]])[0]  # the same ask alone: the same history and tags
+    alone = turn_prepare.prepare_batch([asks[2]])[0]  # the same ask alone: the same history and tags
     assert alone.inputs.history[:2] == follow_up.inputs.history and alone.inputs.tags == follow_up.inputs.tags
 
     # A question whose chat was deleted meanwhile (a regenerate racing a delete): its draft cannot
@@ -647,10 +647,10 @@ def test_a_batch_prepares_each_ask_as_alone_and_a_bad_ask_fails_only_itself(user
     gone = ChatSession.objects.create(owner=user)
     orphan = services.message_create_user(session=gone, content="Lost")
     gone.delete()
-    ok, failed = turns._prepare_batch(
+    ok, failed = turn_prepare.prepare_batch(
         [
-            turns._Ask(user=user, session_id=str(mine[0].pk), question="Next question"),
-            turns._Ask(user=user, session_id=str(gone.pk), message=orphan),
+            turn_prepare.Ask(user=user, session_id=str(mine[0].pk), question="Next question"),
+            turn_prepare.Ask(user=user, session_id=str(gone.pk), message=orphan),
         ]
     )
     assert ok.question.content == "Next question" and isinstance(failed, Exception)
@@ -664,14 +664,14 @@ async def test_an_answer_paused_for_other_questions_streams_after_them_and_a_lat
     (after its first token, and before it is stored). A stop that reaches a finished answer while it
     waits to be stored keeps it whole: it came too late to cut anything."""
     fake_ollama.reply("Employees get twenty-five vacation days.")
-    waiting = turns.Turn(session_id="other-1", message_id=0, question="q")
-    turns._first_tokens.begin(waiting)  # another question of the process waits for its first token
+    waiting = turn_state.Turn(session_id="other-1", message_id=0, question="q")
+    turn_stream.first_tokens.begin(waiting)  # another question of the process waits for its first token
     tab = await open_tab(chat_session.owner, chat_session.pk)
     assert await tab.connect()
     await tab.ask(VACATION_Q)
     while "-body" not in await tab.receive():  # the first token went out; now the answer gives way
         pass
-    state = turns._first_tokens._state()
+    state = turn_stream.first_tokens._state()
     for _ in range(100):
         if state.waiters:
             break
@@ -680,21 +680,21 @@ async def test_an_answer_paused_for_other_questions_streams_after_them_and_a_lat
     # The other question gets its first token and, in the same instant, another starts waiting: a new
     # burst, in which the answer gives way once more (at its next token, or before it is stored).
     for n in range(2, 60):
-        turns._first_tokens.end(waiting)
-        waiting = turns.Turn(session_id=f"other-{n}", message_id=0, question="q")
-        turns._first_tokens.begin(waiting)
+        turn_stream.first_tokens.end(waiting)
+        waiting = turn_state.Turn(session_id=f"other-{n}", message_id=0, question="q")
+        turn_stream.first_tokens.begin(waiting)
         for _ in range(200):
             await asyncio.sleep(0.01)
             if state.waiters:
                 break
-        answering = turns.active_turn(chat_session.pk)
+        answering = turn_state.active_turn(chat_session.pk)
         if state.waiters and answering is not None and answering.stage == "rating":
             break  # rated and waiting to be stored
-    assert state.waiters and turns.active_turn(chat_session.pk).stage == "rating"
+    assert state.waiters and turn_state.active_turn(chat_session.pk).stage == "rating"
     await tab.send({"stop": "1"})
     final = await tab.until_final()
     await turns.wait_idle()
-    turns._first_tokens.end(waiting)
+    turn_stream.first_tokens.end(waiting)
     _, answer = await messages_of(chat_session)
     assert answer.status == Message.Status.COMPLETE and answer.error == ""
     assert answer.content == "Employees get twenty-five vacation days." and 'data-status="complete"' in final

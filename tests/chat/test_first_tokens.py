@@ -1,4 +1,4 @@
-"""First tokens first (chat.turns._FirstTokens): while questions wait for their first token, an
+"""First tokens first (chat.turn_stream.FirstTokens): while questions wait for their first token, an
 answer that already streams gives way: once per burst, never longer than GIVE_WAY_MAX_SECONDS."""
 
 from __future__ import annotations
@@ -8,22 +8,22 @@ import time
 
 import pytest
 
-from chat import turns
+from chat import turn_state, turn_stream
 
 
-def a_turn(name: str) -> turns.Turn:
-    return turns.Turn(session_id=name, message_id=0, question="q")
+def a_turn(name: str) -> turn_state.Turn:
+    return turn_state.Turn(session_id=name, message_id=0, question="q")
 
 
 async def test_an_answer_goes_on_at_once_when_no_question_waits():
-    gate = turns._FirstTokens()
+    gate = turn_stream.FirstTokens()
     started = time.monotonic()
     await gate.give_way(a_turn("streaming"))
     assert time.monotonic() - started < 0.05
 
 
 async def test_an_answer_waits_until_the_last_waiting_question_has_its_first_token():
-    gate = turns._FirstTokens()
+    gate = turn_stream.FirstTokens()
     waiting = [a_turn("q1"), a_turn("q2")]
     for turn in waiting:
         gate.begin(turn)
@@ -42,11 +42,11 @@ async def test_an_answer_waits_until_the_last_waiting_question_has_its_first_tok
 
 
 async def test_an_answer_gives_way_once_while_the_same_questions_wait():
-    gate = turns._FirstTokens()
+    gate = turn_stream.FirstTokens()
     gate.begin(a_turn("waits-long"))
     streaming = a_turn("streaming")
-    turns_max = turns.GIVE_WAY_MAX_SECONDS
-    turns.GIVE_WAY_MAX_SECONDS = 0.05
+    turns_max = turn_stream.GIVE_WAY_MAX_SECONDS
+    turn_stream.GIVE_WAY_MAX_SECONDS = 0.05
     try:
         started = time.monotonic()
         await gate.give_way(streaming)  # paused, at most the bound
@@ -55,11 +55,11 @@ async def test_an_answer_gives_way_once_while_the_same_questions_wait():
         await gate.give_way(streaming)  # the same burst: goes on
         assert 0.04 <= paused < 1 and time.monotonic() - again < 0.02
     finally:
-        turns.GIVE_WAY_MAX_SECONDS = turns_max
+        turn_stream.GIVE_WAY_MAX_SECONDS = turns_max
 
 
 async def test_a_new_burst_makes_it_give_way_again():
-    gate = turns._FirstTokens()
+    gate = turn_stream.FirstTokens()
     streaming = a_turn("streaming")
     for burst in range(2):
         question = a_turn(f"q{burst}")
@@ -73,7 +73,7 @@ async def test_a_new_burst_makes_it_give_way_again():
 
 @pytest.mark.parametrize("cancelled", [True, False])
 async def test_a_cancelled_pause_leaves_nothing_behind(cancelled):
-    gate = turns._FirstTokens()
+    gate = turn_stream.FirstTokens()
     question = a_turn("q")
     gate.begin(question)
     paused = asyncio.create_task(gate.give_way(a_turn("streaming")))

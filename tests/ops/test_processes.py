@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 
 from chat import services as chat_services
-from chat import turns
+from chat import turn_handover
 from chat.models import Message
 from ragchat import processes, runtime
 from tests.browser.conftest import ROOT
@@ -150,9 +150,9 @@ def test_a_session_is_busy_while_another_process_writes_its_answer(people_sessio
     session, question = people_session
     chat_services.message_create_draft(reply_to=question)
     settings.REDIS_URL = ""
-    assert turns.session_busy_sync(session.pk) is False  # one process: its registry is the truth
+    assert turn_handover.session_busy_sync(session.pk) is False  # one process: its registry is the truth
     settings.REDIS_URL = "redis://127.0.0.1:6379/0"
-    assert turns.session_busy_sync(session.pk) is True
+    assert turn_handover.session_busy_sync(session.pk) is True
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
 """manage.py sync_groups: bring everyone's synced tag memberships in line with their identity
-provider groups now (see access.group_sync.sync_everyone). Run it from cron, e.g. every 15 minutes."""
+provider groups now (see access.group_refresh.sync_everyone). Run it from cron, e.g. every 15 minutes."""
 
 from django.core.management.base import BaseCommand, CommandError
 
 from access import oidc
-from access.group_sync import sync_everyone
+from access.group_refresh import sync_everyone
 
 
 class Command(BaseCommand):
