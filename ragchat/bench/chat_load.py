@@ -59,7 +59,7 @@ TAG_RE = re.compile(r"<[^>]+>")
 # The final answer carries its Markdown once more for the copy button; tokens are counted in the text shown.
 COPY_ATTR_RE = re.compile(r'data-copy="[^"]*"')
 REPO = Path(__file__).resolve().parents[2]
-# A chat turn's steps in the server's turn timeline (chat.turns: Turn.mark), in the order reached:
+# A chat turn's steps in the server's turn timeline (chat.turn_state: Turn.mark), in the order reached:
 # question and draft stored, shown, passages found, the request to the model sent, its first token
 # out of the core, the first token sent to the tabs, the answer stored.
 # "asked": when the server took the question from the socket (the turn's slot reserved).
