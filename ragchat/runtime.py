@@ -80,7 +80,7 @@ def _refuse_store_in_client() -> None:
     if not processes.opens_store():
         raise processes.StoreNotInThisProcess(
             "This process is a client of the embedded vector store (RAGCHAT_STORE_ROLE=client): the request "
-            "should have gone to the holder (README: Scale-out)."
+            "should have gone to the holder (docs/deploying.md, Scale-out)."
         )
 
 

@@ -164,25 +164,39 @@ def _os_environ_reads() -> dict[str, str]:
     return found
 
 
-def _readme_table() -> set[str]:
-    """The variables named in the first column of README's configuration table."""
-    section = (ROOT / "README.md").read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+def _table_variables(text: str) -> set[str]:
+    """The variables named in the first column of a Markdown table's rows."""
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
     return {name for cell in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
 
 
-def test_every_setting_the_code_reads_is_in_the_readme_table_and_nothing_else():
+def _configuration_table() -> set[str]:
+    """The variables of docs/configuration.md's table."""
+    return _table_variables((ROOT / "docs" / "configuration.md").read_text(encoding="utf-8"))
+
+
+def test_every_setting_the_code_reads_is_in_the_configuration_table_and_nothing_else():
     from ragchat.services.config import RAGSettings
 
     read = {name: "ragchat/settings.py" for name in _settings_file_reads()}
     read |= {f.name.upper(): "ragchat/services/config.py (RAGSettings.from_env)" for f in fields(RAGSettings)}
     read |= _os_environ_reads()
-    documented = _readme_table()
+    documented = _configuration_table()
     assert len(documented) > 40  # the table was found
     missing = sorted(f"{name} ({where})" for name, where in read.items() if name not in documented)
-    assert not missing, "read by the code but not in README's configuration table: " + ", ".join(missing)
+    assert not missing, "read by the code but not in docs/configuration.md's table: " + ", ".join(missing)
     unread = sorted(documented - set(read))
-    assert not unread, "in README's configuration table but read nowhere: " + ", ".join(unread)
+    assert not unread, "in docs/configuration.md's table but read nowhere: " + ", ".join(unread)
+
+
+def test_the_readme_names_ten_settings_of_the_configuration_table():
+    """The README's short table: the settings people change first, each one in the full table."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## The settings people change first\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) == 10, rows
+    named = _table_variables(section)
+    assert named and not named - _configuration_table(), sorted(named - _configuration_table())
 
 
 def _load_settings(project: Path, **env: str) -> dict[str, str]:
@@ -259,3 +273,21 @@ def test_every_docs_path_the_code_cites_exists():
         if not (ROOT / cited).is_file()
     )
     assert not missing, "\n".join(missing)
+
+
+def test_the_readme_figures_are_the_generated_ones():
+    """Each row of the README's figures table (figure, value, command) is what that command last
+    wrote to docs/benchmarks.json: no figure is typed in by hand."""
+    import json
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Figures\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()]
+    rows = [row for row in rows if len(row) == 3 and row[2].startswith("`manage.py ")]
+    assert rows, "the README's figures table was not found"
+    generated = json.loads((ROOT / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    for figure, value, command in rows:
+        command = command.strip("`")
+        assert command in generated, f"no section {command!r} in docs/benchmarks.json"
+        written = {row["figure"]: row["value"] for row in generated[command]["figures"]}
+        assert written.get(figure) == value, (command, figure, value, written.get(figure))
