@@ -291,3 +291,71 @@ def test_the_readme_figures_are_the_generated_ones():
         assert command in generated, f"no section {command!r} in docs/benchmarks.json"
         written = {row["figure"]: row["value"] for row in generated[command]["figures"]}
         assert written.get(figure) == value, (command, figure, value, written.get(figure))
+
+
+# ------------------------------------------------------------------------------------- wording
+
+# Project files describe the product as it is; its history is git's. What no tracked file may say:
+# a numbered working session ("session" then a number; the `--sessions N` option of a command is
+# spared), work sessions told as history, helpers and agents (a person or a program that did the
+# work; "helper" stays allowed only as the `onnx.helper` module, and "User-Agent" is an HTTP header),
+# and "(new)". Chat sessions, Django sessions and OIDC sessions are the product's own words: a
+# session without a number after it never trips this.
+FORBIDDEN_WORDS = re.compile(
+    r"(?<![-\w])sessions? \d+\b"
+    r"|\b(?:earlier|previous|later) sessions\b"
+    r"|\bsession's (?:box|start|code|first code|last code)\b"
+    r"|\bsub-?agents?\b"
+    r"|(?<!user-)(?<!user )\bagents?\b"
+    r"|(?<!import )\bhelpers?\b(?!\.)"
+    r"|(?<![\w.])\(new\)",
+    re.IGNORECASE,
+)
+
+
+def test_the_wording_rule_catches_history_and_spares_product_words():
+    caught = [
+        "measured in session " + "17",
+        "Sessions " + "9 and 10",
+        "earlier " + "sessions measured",
+        "the session's " + "box was slower",
+        "a sub" + "agent wrote it",
+        "the " + "agent did",
+        "small text " + "helpers",
+        "Helper" + " functions",
+        "a page " + "(new)",
+    ]
+    spared = [
+        "a chat session and its history",
+        "one session per (file, window, batch size)",
+        "the session's last question",
+        "an OIDC response whose state this session did not start",
+        "python -m ragchat.bench.server_setup --chunks 10000 --sessions 260",
+        "GET /api/v1/sessions/SESSION_ID",
+        'headers={"User-Agent": policy.user_agent}',
+        "User-agent: *",
+        "from onnx import helper",
+        "helper.make_node('Add')",
+        "status, body = health(new)",
+    ]
+    assert [text for text in caught if not FORBIDDEN_WORDS.search(text)] == []
+    assert [text for text in spared if FORBIDDEN_WORDS.search(text)] == []
+
+
+def test_no_tracked_file_tells_who_did_what():
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if listed.returncode:
+        pytest.skip("not a git checkout")
+    found = []
+    here = str(Path(__file__).resolve().relative_to(ROOT))  # the rule's own definition names the words
+    for name in listed.stdout.splitlines():
+        if name == here:
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue  # images and other binary files; a file deleted but not yet committed
+        for number, line in enumerate(text.splitlines(), 1):
+            if match := FORBIDDEN_WORDS.search(line):
+                found.append(f"{name}:{number}: {match.group(0)!r} in {line.strip()[:120]}")
+    assert not found, "project files speak of the product, not of who did what:\n" + "\n".join(found)
