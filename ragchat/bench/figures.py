@@ -65,9 +65,11 @@ def figures_record(
     path: Path,
     note: str = "",
     now: datetime | None = None,
+    readme: Path | None = None,
 ) -> dict[str, Any]:
     """Replace `section` of the figures file at `path` (JSON) with these rows, keep the other
-    sections, and write the rendered table next to it (same name, `.md`). Returns the whole file."""
+    sections, and write the rendered table next to it (same name, `.md`); with `readme`, the rows of
+    its figures table that quote this section get the new values too. Returns the whole file."""
     path = Path(path)
     figures = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
     figures[section] = {
@@ -81,7 +83,31 @@ def figures_record(
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(figures, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     path.with_suffix(".md").write_text(figures_render(figures), encoding="utf-8")
+    if readme is not None and Path(readme).exists():
+        readme_refresh(Path(readme), figures)
     return figures
+
+
+def readme_refresh(readme: Path, figures: dict[str, Any]) -> None:
+    """In the README's "## Figures" table (figure | value | `command`), give every row whose
+    command and figure the figures file holds that file's value, so the README never quotes a
+    figure the commands did not write last."""
+    text = readme.read_text(encoding="utf-8")
+    head, marker, rest = text.partition("\n## Figures\n")
+    if not marker:
+        return
+    section, heading, tail = rest.partition("\n## ")
+    lines = []
+    for line in section.split("\n"):
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")] if line.startswith("|") else []
+        if len(cells) == 3 and cells[2].startswith("`") and cells[2].strip("`") in figures:
+            written = {r["figure"]: r["value"] for r in figures[cells[2].strip("`")]["figures"]}
+            if cells[0] in written:
+                line = f"| {cells[0]} | {_cell(written[cells[0]])} | {cells[2]} |"
+        lines.append(line)
+    updated = head + marker + "\n".join(lines) + heading + tail
+    if updated != text:
+        readme.write_text(updated, encoding="utf-8")
 
 
 def figures_render(figures: dict[str, Any]) -> str:

@@ -40,3 +40,25 @@ def test_a_run_replaces_its_own_section_and_keeps_the_others(tmp_path):
     assert "| search p95 | 2.5 ms |" in table and "3.0 ms" not in table
     assert "| a \\| b | 1 |" in table  # a cell's bar does not split the row
     assert "| hybrid: support@5 | 100.0% |" in table
+
+
+def test_the_readme_rows_quoting_a_section_get_its_new_values(tmp_path):
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        "# app\n\n## Figures\n\n| figure | value | command |\n|---|---|---|\n"
+        "| search p95 | 3.0 ms | `manage.py bench --quick` |\n"
+        "| hybrid: support@5 | 99.0% | `manage.py evaluate` |\n"
+        "| gone | 1 | `manage.py bench --quick` |\n\n## Where next\n\n| search p95 | 7 ms | `manage.py bench --quick` |\n"
+    )
+    figures_record(
+        "manage.py bench --quick",
+        command="manage.py bench --quick",
+        rows=[{"figure": "search p95", "value": "2.5 ms"}],
+        path=tmp_path / "docs" / "benchmarks.json",
+        readme=readme,
+    )
+    text = readme.read_text()
+    assert "| search p95 | 2.5 ms | `manage.py bench --quick` |" in text
+    assert "| hybrid: support@5 | 99.0% | `manage.py evaluate` |" in text  # another command's section
+    assert "| gone | 1 | `manage.py bench --quick` |" in text  # a figure the run no longer writes: kept
+    assert text.endswith("| search p95 | 7 ms | `manage.py bench --quick` |\n")  # outside the figures table

@@ -177,7 +177,8 @@ class Command(BaseCommand):
                 + ([f"--real-set {real_set}"] if real_set else [])
             )
             path = _project_path(options["figures"])
-            figures_record(command, command=command, rows=bench_rows(report), path=path)
+            readme = Path(settings.BASE_DIR) / "README.md" if path == _project_path(str(FIGURES_FILE)) else None
+            figures_record(command, command=command, rows=bench_rows(report), path=path, readme=readme)
             self.stderr.write(f"figures written to {path}")
         self.stdout.write(json.dumps(report))
 

@@ -93,7 +93,9 @@ class Command(BaseCommand):
             Path(json_out).write_text(json.dumps(report, indent=2, default=str))
             self.stderr.write(f"full report written to {json_out}")
         if figures_path:
-            path = Path(figures_path) if Path(figures_path).is_absolute() else Path(settings.BASE_DIR) / figures_path
-            figures_record(command, command=command, rows=evaluation_rows(report), path=path)
+            root = Path(settings.BASE_DIR)
+            path = Path(figures_path) if Path(figures_path).is_absolute() else root / figures_path
+            readme = root / "README.md" if path == root / FIGURES_FILE else None
+            figures_record(command, command=command, rows=evaluation_rows(report), path=path, readme=readme)
             self.stderr.write(f"figures written to {path}")
         self.stdout.write(json.dumps(summary, default=str))
