@@ -21,7 +21,8 @@ FIGURES_FILE = Path("docs") / "benchmarks.json"
 
 
 def machine_describe() -> dict[str, Any]:
-    """The CPU model and how many cores this process may use (the figures depend on both)."""
+    """The CPU model, how many cores this process may use and the load average (1 minute) as the
+    run ends: the figures depend on all three."""
     model = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -31,7 +32,11 @@ def machine_describe() -> dict[str, Any]:
     except OSError:
         pass
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return {"cpu": model or platform.processor() or platform.machine(), "cores": cores}
+    described = {"cpu": model or platform.processor() or platform.machine(), "cores": cores}
+    if hasattr(os, "getloadavg"):
+        # What else ran: times measured on a loaded box are not the product's.
+        described["load"] = round(os.getloadavg()[0], 1)
+    return described
 
 
 def commit_describe(root: Path) -> str:
@@ -125,7 +130,8 @@ def figures_render(figures: dict[str, Any]) -> str:
             "",
             f"## `{section}`",
             "",
-            f"{entry['date']}, commit `{entry['commit']}`, {entry['cpu']}, {entry['cores']} cores."
+            f"{entry['date']}, commit `{entry['commit']}`, {entry['cpu']}, {entry['cores']} cores"
+            + (f", load average {entry['load']} as the run ended." if entry.get("load") is not None else ".")
             + (f" {entry['note']}" if entry.get("note") else ""),
             f"Command: `{entry['command']}`.",
             "",

@@ -34,6 +34,10 @@ def test_a_run_replaces_its_own_section_and_keeps_the_others(tmp_path):
     bench = figures["manage.py bench --quick"]
     assert bench["figures"] == [{"figure": "search p95", "value": "2.5 ms"}, {"figure": "a | b", "value": "1"}]
     assert bench["date"] != first.strftime("%Y-%m-%d %H:%M UTC") and bench["cores"] >= 1 and bench["cpu"]
+    assert (
+        bench["load"] >= 0
+        and f"{bench['cores']} cores, load average {bench['load']}" in path.with_suffix(".md").read_text()
+    )
     assert figures["manage.py evaluate"]["figures"] == [{"figure": "hybrid: support@5", "value": "100.0%"}]
     table = (tmp_path / "docs" / "benchmarks.md").read_text()
     assert table.index("## `manage.py bench --quick`") < table.index("## `manage.py evaluate`")
