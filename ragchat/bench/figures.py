@@ -39,10 +39,17 @@ def machine_describe() -> dict[str, Any]:
     return described
 
 
-def commit_describe(root: Path) -> str:
+def commit_describe(root: Path, *, written: tuple[Path, ...] = ()) -> str:
     """The checked-out commit, marked when tracked files differ from it (the figures are then of
-    code no commit holds)."""
+    code no commit holds); the files the writer itself rewrites (`written`) do not count."""
     try:
+        top = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=10,
+        ).stdout.strip()
         commit = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
             capture_output=True,
@@ -50,8 +57,11 @@ def commit_describe(root: Path) -> str:
             check=True,
             timeout=10,
         ).stdout.strip()
+        exclude = [
+            f":(exclude){p.resolve().relative_to(Path(top).resolve())}" for p in written if _inside(p, Path(top))
+        ]
         changed = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            ["git", "-C", top, "status", "--porcelain", "--untracked-files=no", "--", ".", *exclude],
             capture_output=True,
             text=True,
             check=True,
@@ -60,6 +70,14 @@ def commit_describe(root: Path) -> str:
     except (OSError, subprocess.SubprocessError):
         return "unknown"
     return f"{commit} with uncommitted changes" if changed else commit
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.resolve().relative_to(root.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def figures_record(
@@ -80,7 +98,9 @@ def figures_record(
     figures[section] = {
         "command": command,
         "date": (now or datetime.now(UTC)).strftime("%Y-%m-%d %H:%M UTC"),
-        "commit": commit_describe(path.resolve().parent),
+        "commit": commit_describe(
+            path.resolve().parent, written=(path, path.with_suffix(".md"), *([Path(readme)] if readme else []))
+        ),
         **machine_describe(),
         "note": note,
         "figures": [{"figure": str(r["figure"]), "value": str(r["value"])} for r in rows],

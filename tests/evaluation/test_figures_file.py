@@ -66,3 +66,23 @@ def test_the_readme_rows_quoting_a_section_get_its_new_values(tmp_path):
     assert "| hybrid: support@5 | 99.0% | `manage.py evaluate` |" in text  # another command's section
     assert "| gone | 1 | `manage.py bench --quick` |" in text  # a figure the run no longer writes: kept
     assert text.endswith("| search p95 | 7 ms | `manage.py bench --quick` |\n")  # outside the figures table
+
+
+def test_the_commit_is_marked_when_code_differs_from_it_but_not_for_the_figures_themselves(tmp_path):
+    import subprocess
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], check=True, capture_output=True, text=True)
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    path = tmp_path / "docs" / "benchmarks.json"
+    rows = [{"figure": "f", "value": "1"}]
+    figures_record("a", command="a", rows=rows, path=path)
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "first")
+    head = git("rev-parse", "--short=12", "HEAD").stdout.strip()
+    # The figures files are tracked and rewritten by the run: still the commit itself.
+    assert figures_record("a", command="a", rows=rows, path=path)["a"]["commit"] == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert figures_record("a", command="a", rows=rows, path=path)["a"]["commit"] == f"{head} with uncommitted changes"
