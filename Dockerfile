@@ -1,5 +1,5 @@
 # ragchat: the web server (daphne) and, with another command, the ingestion worker.
-# Build: docker build -t ragchat:0.1.0 .   Run: docker compose up -d (compose.yaml; README "Deploying").
+# Build: docker build -t ragchat:0.1.0 .   Run: docker compose up -d (compose.yaml; docs/deploying.md).
 
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 

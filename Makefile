@@ -26,7 +26,7 @@ run: install tesseract
 	DJANGO_DEBUG=true $(BIN)/python manage.py migrate --noinput
 	DJANGO_DEBUG=true $(BIN)/python manage.py demo_data
 	@echo "ragchat on http://$(HOST):$(PORT)/  (health: http://$(HOST):$(PORT)/health)"
-	@echo "DEBUG is on for this local demo (DJANGO_DEBUG=true); a deployment leaves it off (README: Deploying)"
+	@echo "DEBUG is on for this local demo (DJANGO_DEBUG=true); a deployment leaves it off (docs/deploying.md)"
 	DJANGO_DEBUG=true $(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
 
 ## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
@@ -36,14 +36,14 @@ test: install chromium tesseract axe haproxy
 test-fast: install tesseract
 	$(BIN)/pytest -q -m "not browser"
 
-## The figures of README "Evaluation and benchmarks".
+## The figures of docs/benchmarks.md (each run replaces its own section there).
 evaluate: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py evaluate
 
 bench: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py bench
 
-## Several processes on one box (README "Scale-out"): PostgreSQL + Redis (running locally), N daphne
+## Several processes on one box (docs/deploying.md "Scale-out"): PostgreSQL + Redis (running locally), N daphne
 ## behind HAProxy, the fake model; Ctrl-C stops it. `manage.py bench --scale` measures the same.
 PROCESSES ?= 3
 scale-run: install haproxy

@@ -1,4 +1,4 @@
-"""What this process may do when several processes serve the same data (README "Scale-out").
+"""What this process may do when several processes serve the same data (docs/deploying.md "Scale-out").
 
 The embedded vector store (Qdrant Edge) can be opened by one process only. With a Qdrant server
 (QDRANT_URL) every process opens it and runs its own chat turns. Without one, several processes
@@ -78,7 +78,7 @@ def process_problems(*, server: bool = True) -> list[str]:
         problems.append(
             "REDIS_URL says several processes, but the embedded vector store (no QDRANT_URL) can be opened "
             "by one process only: set QDRANT_URL, or RAGCHAT_STORE_ROLE=holder on exactly one process and "
-            "RAGCHAT_STORE_ROLE=client on the others (README: Scale-out)."
+            "RAGCHAT_STORE_ROLE=client on the others (docs/deploying.md, Scale-out)."
         )
     if server:
         problems += _worker_problems()

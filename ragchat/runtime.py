@@ -80,7 +80,7 @@ def _refuse_store_in_client() -> None:
     if not processes.opens_store():
         raise processes.StoreNotInThisProcess(
             "This process is a client of the embedded vector store (RAGCHAT_STORE_ROLE=client): the request "
-            "should have gone to the holder (README: Scale-out)."
+            "should have gone to the holder (docs/deploying.md, Scale-out)."
         )
 
 
@@ -139,7 +139,7 @@ def start(*, warm_up: bool) -> RAGComponents:
 # Container allocations between two young garbage collections (Python's default: 700). Measured
 # with `bench` (200 questions at once): with 700 the collector ran about 1,150 young, 105 middle and
 # 9 full collections in one run, each full one stopping the event loop for 150-340 ms in the middle
-# of a burst (docs/performance.md, "A burst of 200 questions (session 13)").
+# of a burst (docs/performance.md, "Bursts: one event loop").
 GC_YOUNG_ALLOCATIONS = 10_000
 
 

@@ -1,4 +1,4 @@
-"""Django settings. Everything comes from the environment (see .env.example and the README's table);
+"""Django settings. Everything comes from the environment (see .env.example and docs/configuration.md);
 the defaults are the embedded mode: SQLite, in-memory channel layer, on-disk embedded Qdrant under
 data/, local embedding model, Ollama at localhost if it runs.
 
@@ -145,7 +145,7 @@ else:
     # channels' in-memory layer, its O(channels) expiry sweep run once a second instead of per message.
     CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.ThrottledInMemoryChannelLayer"}}
 
-# Which part of the embedded vector store this process plays (ragchat/processes.py, README "Scale-out"):
+# Which part of the embedded vector store this process plays (ragchat/processes.py, docs/deploying.md "Scale-out"):
 # "own" (default) opens it and runs its own chat turns and ingestion; with several processes on the
 # embedded store one "holder" opens it (and runs the chat turns the others hand over through Redis)
 # and the "client" processes never open it. Checked at start-up.
@@ -273,7 +273,7 @@ RAG = replace(
     else str(DATA_DIR / "qdrant"),
 )
 
-# Security (production: DJANGO_DEBUG=false; see README "Deploying")
+# Security (production: DJANGO_DEBUG=false; see docs/deploying.md)
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the cookie-less meta tag; keep default
 X_FRAME_OPTIONS = "DENY"

@@ -48,7 +48,7 @@ class KnowledgeError(Exception):
     """The action is refused; the message is for the user."""
 
 
-# ------------------------------------------------------------------------------------- helpers
+# ------------------------------------------------------------------------------- text and dates
 
 
 def display_name(user) -> str:

@@ -164,25 +164,39 @@ def _os_environ_reads() -> dict[str, str]:
     return found
 
 
-def _readme_table() -> set[str]:
-    """The variables named in the first column of README's configuration table."""
-    section = (ROOT / "README.md").read_text().split("\n## Configuration\n", 1)[1].split("\n## ", 1)[0]
-    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+def _table_variables(text: str) -> set[str]:
+    """The variables named in the first column of a Markdown table's rows."""
+    rows = [line.split("|")[1] for line in text.splitlines() if line.startswith("| `")]
     return {name for cell in rows for name in re.findall(r"`([A-Z][A-Z0-9_]*)`", cell)}
 
 
-def test_every_setting_the_code_reads_is_in_the_readme_table_and_nothing_else():
+def _configuration_table() -> set[str]:
+    """The variables of docs/configuration.md's table."""
+    return _table_variables((ROOT / "docs" / "configuration.md").read_text(encoding="utf-8"))
+
+
+def test_every_setting_the_code_reads_is_in_the_configuration_table_and_nothing_else():
     from ragchat.services.config import RAGSettings
 
     read = {name: "ragchat/settings.py" for name in _settings_file_reads()}
     read |= {f.name.upper(): "ragchat/services/config.py (RAGSettings.from_env)" for f in fields(RAGSettings)}
     read |= _os_environ_reads()
-    documented = _readme_table()
+    documented = _configuration_table()
     assert len(documented) > 40  # the table was found
     missing = sorted(f"{name} ({where})" for name, where in read.items() if name not in documented)
-    assert not missing, "read by the code but not in README's configuration table: " + ", ".join(missing)
+    assert not missing, "read by the code but not in docs/configuration.md's table: " + ", ".join(missing)
     unread = sorted(documented - set(read))
-    assert not unread, "in README's configuration table but read nowhere: " + ", ".join(unread)
+    assert not unread, "in docs/configuration.md's table but read nowhere: " + ", ".join(unread)
+
+
+def test_the_readme_names_ten_settings_of_the_configuration_table():
+    """The README's short table: the settings people change first, each one in the full table."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## The settings people change first\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    assert len(rows) == 10, rows
+    named = _table_variables(section)
+    assert named and not named - _configuration_table(), sorted(named - _configuration_table())
 
 
 def _load_settings(project: Path, **env: str) -> dict[str, str]:
@@ -259,3 +273,89 @@ def test_every_docs_path_the_code_cites_exists():
         if not (ROOT / cited).is_file()
     )
     assert not missing, "\n".join(missing)
+
+
+def test_the_readme_figures_are_the_generated_ones():
+    """Each row of the README's figures table (figure, value, command) is what that command last
+    wrote to docs/benchmarks.json: no figure is typed in by hand."""
+    import json
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Figures\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in section.splitlines()]
+    rows = [row for row in rows if len(row) == 3 and row[2].startswith("`manage.py ")]
+    assert rows, "the README's figures table was not found"
+    generated = json.loads((ROOT / "docs" / "benchmarks.json").read_text(encoding="utf-8"))
+    for figure, value, command in rows:
+        command = command.strip("`")
+        assert command in generated, f"no section {command!r} in docs/benchmarks.json"
+        written = {row["figure"]: row["value"] for row in generated[command]["figures"]}
+        assert written.get(figure) == value, (command, figure, value, written.get(figure))
+
+
+# ------------------------------------------------------------------------------------- wording
+
+# Project files describe the product as it is; its history is git's. What no tracked file may say:
+# a numbered working session ("session" then a number; the `--sessions N` option of a command is
+# spared), work sessions told as history, helpers and agents (a person or a program that did the
+# work; "helper" stays allowed only as the `onnx.helper` module, and "User-Agent" is an HTTP header),
+# and "(new)". Chat sessions, Django sessions and OIDC sessions are the product's own words: a
+# session without a number after it never trips this.
+FORBIDDEN_WORDS = re.compile(
+    r"(?<![-\w])sessions? \d+\b"
+    r"|\b(?:earlier|previous|later) sessions\b"
+    r"|\bsession's (?:box|start|code|first code|last code)\b"
+    r"|\bsub-?agents?\b"
+    r"|(?<!user-)(?<!user )\bagents?\b"
+    r"|(?<!import )\bhelpers?\b(?!\.)"
+    r"|(?<![\w.])\(new\)",
+    re.IGNORECASE,
+)
+
+
+def test_the_wording_rule_catches_history_and_spares_product_words():
+    caught = [
+        "measured in session " + "17",
+        "Sessions " + "9 and 10",
+        "earlier " + "sessions measured",
+        "the session's " + "box was slower",
+        "a sub" + "agent wrote it",
+        "the " + "agent did",
+        "small text " + "helpers",
+        "Helper" + " functions",
+        "a page " + "(new)",
+    ]
+    spared = [
+        "a chat session and its history",
+        "one session per (file, window, batch size)",
+        "the session's last question",
+        "an OIDC response whose state this session did not start",
+        "python -m ragchat.bench.server_setup --chunks 10000 --sessions 260",
+        "GET /api/v1/sessions/SESSION_ID",
+        'headers={"User-Agent": policy.user_agent}',
+        "User-agent: *",
+        "from onnx import helper",
+        "helper.make_node('Add')",
+        "status, body = health(new)",
+    ]
+    assert [text for text in caught if not FORBIDDEN_WORDS.search(text)] == []
+    assert [text for text in spared if FORBIDDEN_WORDS.search(text)] == []
+
+
+def test_no_tracked_file_tells_who_did_what():
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=False)
+    if listed.returncode:
+        pytest.skip("not a git checkout")
+    found = []
+    here = str(Path(__file__).resolve().relative_to(ROOT))  # the rule's own definition names the words
+    for name in listed.stdout.splitlines():
+        if name == here:
+            continue
+        try:
+            text = (ROOT / name).read_text(encoding="utf-8")
+        except (UnicodeDecodeError, FileNotFoundError, IsADirectoryError):
+            continue  # images and other binary files; a file deleted but not yet committed
+        for number, line in enumerate(text.splitlines(), 1):
+            if match := FORBIDDEN_WORDS.search(line):
+                found.append(f"{name}:{number}: {match.group(0)!r} in {line.strip()[:120]}")
+    assert not found, "project files speak of the product, not of who did what:\n" + "\n".join(found)

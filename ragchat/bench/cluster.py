@@ -1,4 +1,4 @@
-"""Several ragchat processes on one box, as a deployment runs them (README "Scale-out"):
+"""Several ragchat processes on one box, as a deployment runs them (docs/deploying.md "Scale-out"):
 
 - PostgreSQL (a scratch database on the server at --postgres, dropped at the end) and the Redis
   channel layer (--redis, a prefix of its own);

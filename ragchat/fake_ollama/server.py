@@ -380,7 +380,7 @@ class FakeOllama:
             else:
                 self._script.embedding_dimensions[canonical_model_name(model)] = dimension
 
-    # ---- introspection helpers for tests ---------------------------------------------------
+    # ---- introspection for tests --------------------------------------------------------------
     def requests_to(self, path: str) -> list[RecordedRequest]:
         with self._lock:
             return [r for r in self.requests if r.path == path]

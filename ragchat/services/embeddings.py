@@ -94,7 +94,7 @@ class LocalEmbedder:
     `runtime` picks how the same model runs: "onnx-int8" (default: ONNX Runtime, weights quantized to
     8 bit, the fastest on a CPU), "onnx" (ONNX Runtime, float32: the torch model's vectors) or
     "torch" (sentence-transformers). All three give vectors of the same model, so they share one
-    collection (ragchat/services/onnx_model.py; the figures in README "Evaluation and benchmarks")."""
+    collection (ragchat/services/onnx_model.py; the figures in docs/benchmarks.md)."""
 
     model_name = LOCAL_MODEL_NAME
     dimension = LOCAL_DIMENSION

@@ -13,7 +13,7 @@ once to ONNX on this machine, offline, and run without torch.
   the same three steps as the packaged sentence-transformers pipeline (Transformer, mean Pooling,
   Normalize). The float32 file gives the torch model's vectors (cosine 1.0000); the int8 file's
   agree at cosine >= 0.98 (mean 0.99) on the evaluation corpus; `manage.py evaluate` and
-  `manage.py bench` give its retrieval quality and speed (README "Evaluation and benchmarks").
+  `manage.py bench` give its retrieval quality and speed (docs/benchmarks.md).
 
 `python -m ragchat.services.onnx_model [DIR]` exports both files ahead of time (`make install` does).
 """
@@ -139,7 +139,7 @@ def _unfuse_skip_layer_norm(graph: Any) -> None:
     float32). The float32 vectors are the fused graph's (cosine 1.0000); the int8 ones agree with
     the fused file's at cosine >= 0.995 (mean 0.9996) on the evaluation corpus, a fifteenth of what
     8-bit activations already move them from float32 (mean 0.993), since a rounding that differs can
-    put a value into the next 8-bit step (docs/performance.md "The embedding model's layer norms").
+    put a value into the next 8-bit step (docs/performance.md "The embedding model").
     Sessions are opened without ONNX Runtime's own fusion of these nodes (_DISABLED_OPTIMIZERS)."""
     from onnx import helper
 

@@ -132,7 +132,7 @@ def build_world(django_user_model) -> World:
         w.docs[key] = doc
 
     asker = w.users["asker"]
-    # Session 1, leak 1 of the issue: an answer built from A, then a question routed to B's owner
+    # Chat 1, leak 1 of the issue: an answer built from A, then a question routed to B's owner
     # whose draft and sources mix A and B.
     s1 = ChatSession.objects.create(owner=asker, title="Passwords and leave")
     u1 = Message.objects.create(session=s1, role="user", content="How do I reset my password?")
@@ -176,7 +176,7 @@ def build_world(django_user_model) -> World:
         draft=a2.content,
         confidence=a2.confidence,
     )
-    # Session 2: a question routed to A's owner, built from A only.
+    # Chat 2: a question routed to A's owner, built from A only.
     s2 = ChatSession.objects.create(owner=asker, title="Alpha things")
     u3 = Message.objects.create(session=s2, role="user", content=f"Where is the alpha form {Q_A}?")
     a3 = Message.objects.create(
@@ -201,7 +201,7 @@ def build_world(django_user_model) -> World:
         citations=[src_a],
         draft=a3.content,
     )
-    # Session 3: an untagged question that fell back to the admins.
+    # Chat 3: an untagged question that fell back to the admins.
     s3 = ChatSession.objects.create(owner=asker, title="Misc")
     u4 = Message.objects.create(session=s3, role="user", content=f"Who waters the plants {Q_FB}?")
     a4 = Message.objects.create(

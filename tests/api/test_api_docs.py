@@ -1,6 +1,6 @@
 """The API's documentation says what the app serves: docs/api.md's table of operations is exactly
-the OpenAPI schema's operations, with the scope each one states; every path the README's curl
-examples call is in the schema. (tests/api/test_api_live.py runs the README's curls against daphne.)"""
+the OpenAPI schema's operations, with the scope each one states; every path the curl
+examples of docs/api.md call is in the schema. (tests/api/test_api_live.py runs those curls against daphne.)"""
 
 from __future__ import annotations
 
@@ -55,9 +55,9 @@ def test_docs_table_lists_every_operation_of_the_schema_with_its_scope():
         assert op.get("tags") and op["tags"] != ["default"] and op.get("summary"), key
 
 
-def test_every_readme_curl_calls_a_path_of_the_schema():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## JSON API", 1)[1].split("\n## ", 1)[0]
+def test_every_curl_example_calls_a_path_of_the_schema():
+    api_doc = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    section = api_doc.split("## Examples with curl", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     curls = [line for line in block.splitlines() if line.strip().startswith("curl ")]
     patterns = {

@@ -296,21 +296,21 @@ def test_a_routed_question_reaches_its_owner_who_answers_through_the_api(server,
         assert history[-1]["content"] == "No: they expire on March 31."
 
 
-def _readme_curls() -> list[str]:
-    """The curl commands of the README's JSON API section, continuation lines joined."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## JSON API", 1)[1].split("\n## ", 1)[0]
+def _curl_examples() -> list[str]:
+    """The curl commands of docs/api.md's examples, continuation lines joined."""
+    api_doc = (ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    section = api_doc.split("## Examples with curl", 1)[1].split("\n## ", 1)[0]
     block = section.split("```bash", 1)[1].split("```", 1)[0].replace("\\\n", " ")
     return [line.strip() for line in block.splitlines() if line.strip().startswith("curl ")]
 
 
-def test_the_readme_curl_examples_work(server, document, fake_ollama, tmp_path):
-    """Every curl line of the README's JSON API section, run as written (the token, ids, file and tag
+def test_the_curl_examples_work(server, document, fake_ollama, tmp_path):
+    """Every curl line of docs/api.md's examples, run as written (the token, ids, file and tag
     filled in) against the live server: each answers 2xx with JSON or an event stream."""
     import os
     import subprocess
 
-    curls = _readme_curls()
+    curls = _curl_examples()
     paths = {re.search(r"/api/v1/[a-z_/A-Z]*", c).group(0) for c in curls}
     assert {"/api/v1/search", "/api/v1/chat", "/api/v1/documents", "/api/v1/sessions", "/api/v1/health"} <= paths
     # Something for the owner to answer: Mike's question, routed to Olga (the owner of Alpha).

@@ -47,7 +47,7 @@ def upload(people, tags, rag_runtime):
 
 @pytest.fixture
 def vectors(rag_runtime):
-    """Synchronous helpers over the process's vector service."""
+    """Synchronous calls over the process's vector service."""
     from asgiref.sync import async_to_sync
 
     from ragchat import runtime

@@ -24,10 +24,18 @@ def test_bench_quick_chat_streams_lose_no_tokens(tmp_path):
         "hashing",
         "--json",
         str(tmp_path / "bench.json"),
+        "--figures",
+        str(tmp_path / "benchmarks.json"),
         stdout=out,
         stderr=StringIO(),
     )
     report = json.loads(out.getvalue().strip().splitlines()[-1])
+    # The run's figures, in the section of its command line.
+    section = json.loads((tmp_path / "benchmarks.json").read_text())[
+        "manage.py bench --quick --skip ingest --skip search --chat-embedder hashing"
+    ]
+    values = {row["figure"]: row["value"] for row in section["figures"]}
+    assert values["50 questions at once, 20-token answers: completed, lost / reordered tokens"] == "50 of 50, 0 / 0"
     chat = report["chat"]
     assert chat["ttft"]["samples"] == 10 and chat["ttft"]["failed"] == 0
     assert chat["ttft"]["lost_tokens"] == 0

@@ -28,6 +28,8 @@ def report(tmp_path_factory):
             "40",
             "--json",
             str(tmp / "report.json"),
+            "--figures",
+            str(tmp / "benchmarks.json"),
             stdout=out,
             stderr=StringIO(),
         )
@@ -36,11 +38,30 @@ def report(tmp_path_factory):
     assert not live.exists(), "evaluate must never open the configured (live) store"
     full = json.loads((tmp / "report.json").read_text())
     summary = json.loads(out.getvalue().strip().splitlines()[-1])
-    return full, summary, out.getvalue()
+    return full, summary, out.getvalue(), tmp
+
+
+def test_the_run_records_its_figures_in_its_own_section(report):
+    """The figures file gets this command line's section: when, which commit, which machine, and the
+    run's own numbers; the rendered table beside it says the same."""
+    _, summary, _, tmp = report
+    figures = json.loads((tmp / "benchmarks.json").read_text())
+    section = figures["manage.py evaluate --embedder hashing --limit 40"]
+    assert section["command"] == "manage.py evaluate --embedder hashing --limit 40"
+    assert section["cores"] >= 1 and section["cpu"] and section["commit"] and section["date"].endswith("UTC")
+    values = {row["figure"]: row["value"] for row in section["figures"]}
+    hybrid = summary["modes"]["hybrid"]
+    assert values["hybrid: recall@1 / recall@5 / MRR / nDCG@10"].startswith(
+        f"{hybrid['recall@1']:.3f} / {hybrid['recall@5']:.3f} /"
+    )
+    assert values["bm25: leakage (chunks outside the asker's tags or tenant)"] == "0"
+    table = (tmp / "benchmarks.md").read_text()
+    assert "## `manage.py evaluate --embedder hashing --limit 40`" in table
+    assert f"| hybrid: support@5 | {hybrid['support@5']:.1%} |" in table
 
 
 def test_every_mode_reports_every_metric(report):
-    full, summary, text = report
+    full, summary, text, _ = report
     assert set(summary["modes"]) == {"hybrid", "dense", "bm25"}
     for mode in summary["modes"].values():
         assert {"recall@1", "recall@5", "mrr", "ndcg@10", "support@5", "citation_validity", "leakage"} <= set(mode)
@@ -53,14 +74,14 @@ def test_every_mode_reports_every_metric(report):
 
 
 def test_no_leakage_as_asker_probe_user_or_other_tenant(report):
-    _, summary, _ = report
+    _, summary, _, _ = report
     for mode in summary["modes"].values():
         assert mode["leakage"] == 0
         assert mode["citations"]["leakage"] == 0
 
 
 def test_retrieval_quality_floors_for_the_hashing_embedder(report):
-    _, summary, _ = report
+    _, summary, _, _ = report
     modes = summary["modes"]
     assert modes["hybrid"]["recall@5"] >= 0.85
     assert modes["bm25"]["recall@5"] >= 0.9
@@ -70,7 +91,7 @@ def test_retrieval_quality_floors_for_the_hashing_embedder(report):
 
 
 def test_forged_citations_are_dropped(report):
-    _, summary, _ = report
+    _, summary, _, _ = report
     citations = summary["modes"]["hybrid"]["citations"]
     assert citations["forged_written"] > 0  # the check was exercised
     assert citations["forged_in_answers"] == 0  # invented ids leave the answer text too

@@ -2,7 +2,7 @@
 the Dockerfile passes hadolint and the house's rules, compose.yaml parses and wires the parts, the
 environment it gives the app passes `manage.py check --deploy --fail-level WARNING`, the health
 check script works against a real daphne with that environment, and the systemd units pass
-`systemd-analyze verify`. Not run here: `docker build`, `docker compose up` (README "Deploying")."""
+`systemd-analyze verify`. Not run here: `docker build`, `docker compose up` (docs/deploying.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Upgrading to another embedding model (README "Upgrading"): the store built with the old model is
+"""Upgrading to another embedding model (docs/deploying.md "Upgrading"): the store built with the old model is
 refused everywhere (indexing commands, /health 503, searches) until `manage.py reindex` has
 re-embedded every document into a new collection; the two models' vectors are never mixed.
 Real commands and a real daphne process on a file SQLite database and the embedded store; the new

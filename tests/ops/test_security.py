@@ -82,7 +82,7 @@ def assert_inert(html: str, *, shown: bool = True) -> None:
 
 
 def test_check_deploy_is_clean_with_production_settings(tmp_path):
-    # Only what the README's production recipe sets: nothing of the test suite's plain-HTTP settings.
+    # Only what docs/deploying.md's production recipe sets: nothing of the test suite's plain-HTTP settings.
     env = {
         k: v
         for k, v in os.environ.items()

@@ -1,6 +1,6 @@
 """Routing fixtures: an asker, tag owners (present, missing, gone), an admin, a small corpus whose
 documents exist both as Document rows (tags in the database) and as chunks in embedded Qdrant, and
-helpers that ask through the real chat websocket (fake Ollama, hashing embedder)."""
+functions that ask through the real chat websocket (fake Ollama, hashing embedder)."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand
 
 from ragchat.bench.chat_load import REPORTED_STEPS
 from ragchat.bench.common import peak_rss_mb
+from ragchat.bench.figures import FIGURES_FILE, bench_rows, figures_record
 
 GOALS = {
     "search_p95_ms_100k": 25.0,  # our goal; docs/specs/rag-standard-v1.md A7 asks <= 300 ms
@@ -28,6 +29,13 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
         parser.add_argument("--json", dest="json_out", help="also write the report here")
+        parser.add_argument(
+            "--figures",
+            default=str(FIGURES_FILE),
+            help="the figures file whose section of this command line the run replaces (default: %(default)s,"
+            " under the project folder; ragchat/bench/figures.py)",
+        )
+        parser.add_argument("--no-figures", action="store_true", help="leave the figures file alone")
         parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
         parser.add_argument(
             "--peers",
@@ -153,6 +161,25 @@ class Command(BaseCommand):
         self.stdout.write(format_table(report))
         if json_out:
             Path(json_out).write_text(json.dumps(report, indent=2))
+        if not options.get("no_figures"):
+            command = " ".join(
+                ["manage.py bench"]
+                + (["--quick"] if quick else [])
+                + [f"--skip {part}" for part in sorted(set(skip))]
+                + ([f"--chat-embedder {chat_embedder}"] if chat_embedder else [])
+                + ([f"--chat-chunks {chat_chunks}"] if chat_chunks else [])
+                + ([f"--answer {answer}"] if answer != "markdown" else [])
+                + ([f"--tokens {tokens}"] if tokens else [])
+                + [f"--streams {n}" for n in streams or []]
+                + ([f"--token-interval-ms {token_interval_ms:g}"] if token_interval_ms != 20.0 else [])
+                + (["--split-pieces"] if split_pieces else [])
+                + (["--peers"] if peers else [])
+                + ([f"--real-set {real_set}"] if real_set else [])
+            )
+            path = _project_path(options["figures"])
+            readme = Path(settings.BASE_DIR) / "README.md" if path == _project_path(str(FIGURES_FILE)) else None
+            figures_record(command, command=command, rows=bench_rows(report), path=path, readme=readme)
+            self.stderr.write(f"figures written to {path}")
         self.stdout.write(json.dumps(report))
 
     def scale(self, *, json_out, processes, postgres, redis, streams, tokens, token_interval_ms) -> None:
@@ -244,6 +271,11 @@ class Command(BaseCommand):
                 say=say,
             )
         return report
+
+
+def _project_path(path: str) -> Path:
+    """A relative figures path is the project folder's, wherever the command runs from."""
+    return Path(path) if Path(path).is_absolute() else Path(settings.BASE_DIR) / path
 
 
 def format_table(report: dict) -> str:

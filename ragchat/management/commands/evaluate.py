@@ -13,6 +13,7 @@ from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from ragchat.bench.figures import FIGURES_FILE, evaluation_rows, figures_record
 from ragchat.evaluation import runner
 from ragchat.evaluation.corpus import QUESTIONS_FILE, write_corpus
 from ragchat.services.vector_store import SEARCH_MODES
@@ -33,8 +34,29 @@ class Command(BaseCommand):
         parser.add_argument("--json", dest="json_out", help="also write the full report (per question) here")
         parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
         parser.add_argument("--no-citations", action="store_true", help="skip the RAG pipeline citation check")
+        parser.add_argument(
+            "--figures",
+            default=None,
+            help=f"the figures file whose section of this command line the run replaces (default: {FIGURES_FILE}"
+            " under the project folder for the generated corpus; with --folder or --questions only when given)",
+        )
+        parser.add_argument("--no-figures", action="store_true", help="leave the figures file alone")
 
-    def handle(self, *args, folder, questions, mode, embedder, json_out, limit, no_citations, **options):
+    def handle(
+        self, *args, folder, questions, mode, embedder, json_out, limit, no_citations, figures, no_figures, **options
+    ):
+        # The figures file holds the generated corpus's figures; a run on your own documents writes
+        # there only when asked to.
+        figures_path = None if no_figures else figures or (None if folder or questions else str(FIGURES_FILE))
+        command = " ".join(
+            ["manage.py evaluate"]
+            + ([f"--embedder {embedder}"] if embedder != "local" else [])
+            + ([f"--mode {mode}"] if mode != "all" else [])
+            + ([f"--limit {limit}"] if limit else [])
+            + (["--no-citations"] if no_citations else [])
+            + (["--folder …"] if folder else [])
+            + (["--questions …"] if questions else [])
+        )
         # Per-request INFO logs of the pipeline would drown the table; the forged citations the
         # check injects are logged as warnings by design.
         quiet = logging.getLogger("ragchat")
@@ -70,4 +92,10 @@ class Command(BaseCommand):
         if json_out:
             Path(json_out).write_text(json.dumps(report, indent=2, default=str))
             self.stderr.write(f"full report written to {json_out}")
+        if figures_path:
+            root = Path(settings.BASE_DIR)
+            path = Path(figures_path) if Path(figures_path).is_absolute() else root / figures_path
+            readme = root / "README.md" if path == root / FIGURES_FILE else None
+            figures_record(command, command=command, rows=evaluation_rows(report), path=path, readme=readme)
+            self.stderr.write(f"figures written to {path}")
         self.stdout.write(json.dumps(summary, default=str))

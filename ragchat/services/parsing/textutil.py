@@ -1,4 +1,4 @@
-"""Small text helpers the format parsers share: normalising, decoding, titles and sizes."""
+"""Small text functions the format parsers share: normalising, decoding, titles and sizes."""
 
 from __future__ import annotations
 

@@ -27,7 +27,7 @@ from ragchat.services.vector_store.payload import PointData
 # DENSE_QUANTIZED_BITS bits per dimension (the vector rotated at random, then each coordinate
 # quantized on its own). On the bench's 100k chunks in one process, p95 3.6-4.4 ms at recall@10
 # 1.000 on one box and 5.7-6.4 ms at 0.999 on another, where 8-bit scalar copies took 4.3-5.9 and
-# 6.2-8.5 ms at 0.998 (docs/performance.md "TurboQuant"). The Qdrant server of compose.yaml (v1.15)
+# 6.2-8.5 ms at 0.998 (docs/performance.md "Filtered search"). The Qdrant server of compose.yaml (v1.15)
 # has no TurboQuant and keeps the 8-bit scalar copies.
 EXACT_SEARCH_MAX_POINTS = 100_000
 DENSE_HNSW_EF = 128
@@ -38,12 +38,12 @@ DENSE_QUANTIZED_BITS = 4
 DENSE_SEGMENTS = 2
 # Threads of one embedded-store search (Edge's max_search_threads): one, which goes through the
 # segments one after the other. With TurboQuant copies a second thread no longer pays for itself
-# alone (session 15, one process, the dense stage's p50 / p95: at 10k chunks 0.55 / 0.76-0.79 ms with
+# alone (one process, the dense stage's p50 / p95: at 10k chunks 0.55 / 0.76-0.79 ms with
 # one thread, 0.70-0.74 / 0.92-1.17 ms with two; at 100k 3.93-3.99 / 5.90-6.18 against 4.10-4.22 /
 # 5.84-6.60 ms), and in a burst of questions, where the other core runs the embedding model, the
-# searches took less of the event loop with one (docs/performance.md "Bursts").
+# searches took less of the event loop with one (docs/performance.md "Bursts: one event loop").
 SEARCH_THREADS = 1
-# The BM25 stage with an access filter (session 16): Qdrant scans the filtered chunks one by one
+# The BM25 stage with an access filter: Qdrant scans the filtered chunks one by one
 # ("plain" search) when a segment holds fewer than its full_scan_threshold of them (default 5,000
 # chunks), and walks the inverted index, checking the filter on each posting, above it. Both give
 # the same results (sparse search is exact either way: the same top 50 on 10k and 100k chunks, a
@@ -55,7 +55,7 @@ SEARCH_THREADS = 1
 # the index took 0.9 ms and a scan 9 ms. Only a filter that leaves very few chunks in a segment (a
 # scan of 500 takes about 0.1 ms) is scanned now. The threshold belongs to each segment's index,
 # made when the segment is built: a store made before keeps its scan until it is rebuilt from its
-# points (docs/performance.md, "Bursts", session 16).
+# points (docs/performance.md, "Filtered search").
 SPARSE_FULL_SCAN_MAX_POINTS = 500
 
 

@@ -139,7 +139,7 @@ async def test_a_store_made_with_8_bit_copies_is_rebuilt_by_the_next_settle(tmp_
 
 
 async def test_the_bm25_stage_finds_the_same_by_its_index_as_by_a_scan(tmp_path, monkeypatch):
-    """Session 16: the BM25 stage walks its inverted index unless a filter leaves under
+    """The BM25 stage walks its inverted index unless a filter leaves under
     SPARSE_FULL_SCAN_MAX_POINTS chunks in a segment (Qdrant's default scanned every filter under
     5,000). A store planned the old way and one planned today's, written and searched through the
     backend alike, give the same hits and scores, for broad filters (now the index) and a narrow one
