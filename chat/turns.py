@@ -72,7 +72,7 @@ def error_sentence(error: BaseException) -> str:
         return MSG_EMPTY
     if isinstance(error, (LLMConnectionError, LLMResponseError)):
         return MSG_UNAVAILABLE
-    if isinstance(error, CollectionMismatchError):  # not passing: until re-indexed (README "Upgrading")
+    if isinstance(error, CollectionMismatchError):  # not passing: until re-indexed (docs/deploying.md "Upgrading")
         return MSG_REINDEX
     if isinstance(error, ContextError):
         return MSG_SEARCH
