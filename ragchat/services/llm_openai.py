@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import openai
 from langchain_openai.chat_models.base import BaseChatOpenAI
+from pydantic import SecretStr
 
 from .errors import RAGServiceError
 from .llm import LLMClient, map_transport_error
@@ -48,7 +49,7 @@ class OpenAICompatibleLLM(LLMClient):
         return BaseChatOpenAI(
             model=model,
             base_url=self.base_url,
-            api_key=self.settings.llm_api_key or NO_API_KEY,
+            api_key=SecretStr(self.settings.llm_api_key or NO_API_KEY),
             temperature=self.settings.rag_temperature,
             max_tokens=num_predict,
             stream_usage=True,
