@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -118,6 +120,37 @@ def test_the_server_does_not_start_with_a_bad_model_setting(env, message, tmp_pa
     assert done.returncode != 0
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("django.core.exceptions.ImproperlyConfigured: ") and message in last, done.stderr
+
+
+def test_the_example_env_file_makes_working_settings(tmp_path):
+    """.env.example copied to .env as it is (the README's first step) gives settings that start."""
+    project = tmp_path / "project"
+    (project / "ragchat").mkdir(parents=True)
+    shutil.copy(ROOT / "ragchat" / "settings.py", project / "ragchat" / "settings.py")
+    shutil.copy(ROOT / ".env.example", project / ".env")
+    example = set(re.findall(r"^([A-Z][A-Z0-9_]*)=", (ROOT / ".env.example").read_text(), re.MULTILINE))
+    clean = {k: v for k, v in os.environ.items() if k not in example and k != "DJANGO_SETTINGS_MODULE"}
+    code = (
+        "import runpy, sys\n"
+        "rag = runpy.run_path(sys.argv[1])['RAG']\n"
+        "print(rag.llm_provider, rag.embedding_backend, rag.embedding_model, ','.join(rag.models), rag.chat_model)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(project / "ragchat" / "settings.py")],
+        cwd=tmp_path,
+        env={**clean, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "ollama",
+        "local",
+        "all-MiniLM-L6-v2",
+        "llama3.2,qwen3:8b,deepseek-r1:32b",
+        "llama3.2",
+    ]
 
 
 def test_the_limits_reach_the_budget_and_the_request(fake_ollama: FakeOllama):
