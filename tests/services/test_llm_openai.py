@@ -219,6 +219,23 @@ async def test_an_error_event_after_the_first_token_is_not_retried(
     assert len(fake_ollama.requests_to(CHAT)) == 1
 
 
+async def test_a_stream_ended_without_a_finish_reason_is_an_error(
+    fake_ollama: FakeOllama, llm: OpenAICompatibleLLM
+) -> None:
+    """`[DONE]` with no finish reason: how llama-cpp-python's server ends a stream that a newer
+    request interrupted. The cut answer is an error, not a whole answer."""
+    fake_ollama.reply("one two three")
+    fake_ollama.cut_stream_after(3)
+    received: list[str] = []
+    with pytest.raises(LLMResponseError, match="ended the answer of 'qwen2.5-0.5b-instruct' without finishing it"):
+        async for piece in llm.stream(messages=QUESTION, model=SMALL):
+            received.append(piece)
+    assert received == ["one", " ", "two"]
+    fake_ollama.cut_stream_after(0)
+    with pytest.raises(LLMResponseError):
+        await llm.complete(prompt="Say something", model=SMALL)
+
+
 async def test_unknown_model_is_model_unavailable(fake_ollama: FakeOllama, llm: OpenAICompatibleLLM) -> None:
     fake_ollama.models([SMALL])
     with pytest.raises(ModelUnavailableError, match="does not exist"):
