@@ -28,7 +28,7 @@ from langchain_openai.chat_models.base import BaseChatOpenAI
 from openai.types.chat import ChatCompletionChunk
 from pydantic import SecretStr
 
-from .errors import RAGServiceError
+from .errors import LLMResponseError, RAGServiceError
 from .llm import LLMClient, map_transport_error
 from .retry import is_transient_error
 
@@ -94,7 +94,17 @@ class OpenAICompatibleLLM(LLMClient):
         )
 
     async def _fetch_models(self) -> tuple[str, ...]:
-        data = await self._get_json("/models", headers=self._headers())
+        try:
+            data = await self._get_json("/models", headers=self._headers())
+        except LLMResponseError as e:
+            cause = e.__cause__
+            if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code == 404:
+                # The usual slip: the server's address without the API's root (vLLM's is /v1).
+                raise LLMResponseError(
+                    f"{e}: is LLM_BASE_URL the API's root, the part before /chat/completions "
+                    "(e.g. http://localhost:8000/v1)?"
+                ) from cause
+            raise
         models = data.get("data") if isinstance(data, dict) else None
         return tuple(str(m["id"]) for m in models or [] if isinstance(m, dict) and m.get("id"))
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 
@@ -119,8 +120,6 @@ async def test_an_answer_cut_at_the_limit_reports_length(fake_ollama: FakeOllama
 
 
 async def test_an_api_key_is_sent_as_the_bearer_token(fake_ollama: FakeOllama, settings: RAGSettings) -> None:
-    from dataclasses import replace
-
     fake_ollama.require_api_key("s3cret")
     fake_ollama.reply("Authorised.")
     with pytest.raises(LLMResponseError, match="HTTP 401"):
@@ -251,6 +250,13 @@ async def test_a_model_outside_rag_models_is_not_allowed(fake_ollama: FakeOllama
     with pytest.raises(ModelNotAllowedError, match="qwen3:8b"):
         await llm.validate_model("qwen3:8b")  # a default model, but not in this RAG_MODELS
     assert fake_ollama.requests == []  # the allowlist is checked before asking the server
+
+
+async def test_a_base_url_without_the_api_root_says_so(fake_ollama: FakeOllama, settings: RAGSettings) -> None:
+    llm = build_llm(replace(settings, llm_base_url=fake_ollama.url))  # no /v1
+    with pytest.raises(LLMResponseError, match=r"/models answered HTTP 404: is LLM_BASE_URL the API's root"):
+        await llm.validate_model(SMALL)
+    assert "is LLM_BASE_URL the API's root" in (await llm.health())["error"]
 
 
 async def test_validate_model_caches_the_model_list(fake_ollama: FakeOllama, llm: OpenAICompatibleLLM) -> None:
