@@ -22,7 +22,8 @@ from django.conf import settings
 
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import Embedder, build_embedder
-from ragchat.services.llm import LLMClient, build_llm
+from ragchat.services.llm import LLMClient
+from ragchat.services.llm_provider import build_llm
 from ragchat.services.rag_service import RAGService
 from ragchat.services.reranking import CrossEncoderReranker, build_reranker
 from ragchat.services.routing import OwnerLookup

@@ -1,7 +1,7 @@
 """The only place that talks to the model server for generation: streaming chat, completion,
 rating, model validation and health, over one of two protocols (LLM_PROVIDER): Ollama's
 (`OllamaLLM`, here) or the OpenAI-compatible chat API (`OpenAICompatibleLLM`, llm_openai.py).
-`build_llm(settings)` makes the configured one.
+`llm_provider.build_llm(settings)` makes the configured one.
 
 `LLMClient` holds what both share, so each rule has one home: lanes of connection pools, the
 per-chunk deadline, retries before the first token, usage counts, the allowlist and limits
@@ -545,17 +545,6 @@ class OllamaLLM(LLMClient):
             for m in models or []
             if isinstance(m, dict) and (m.get("name") or m.get("model"))
         )
-
-
-def build_llm(
-    settings: RAGSettings, *, base_url: str | None = None, calibration: Calibration | None = None
-) -> LLMClient:
-    """The client of LLM_PROVIDER."""
-    if settings.llm_provider == "openai":
-        from .llm_openai import OpenAICompatibleLLM  # its client library loads only when used
-
-        return OpenAICompatibleLLM(settings, base_url=base_url, calibration=calibration)
-    return OllamaLLM(settings, base_url=base_url, calibration=calibration)
 
 
 async def _pull(agen: Any, timeout: float, *, limit: float) -> Any:

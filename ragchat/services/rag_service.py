@@ -124,7 +124,7 @@ class RAGService:
         self.owner_lookup = owner_lookup
         self.reranker = reranker
         if llm is None:
-            from .llm import build_llm
+            from .llm_provider import build_llm
 
             llm = build_llm(settings, base_url=ollama_url)
         self.llm = llm

@@ -20,8 +20,9 @@ from ragchat.services.errors import (
     ModelNotAllowedError,
     ModelUnavailableError,
 )
-from ragchat.services.llm import LANE_STREAMS, OllamaLLM, Usage, build_llm
+from ragchat.services.llm import LANE_STREAMS, OllamaLLM, Usage
 from ragchat.services.llm_openai import OpenAICompatibleLLM
+from ragchat.services.llm_provider import build_llm
 from ragchat.services.tokens import Calibration
 from ragchat.services.types import ChatMessage
 
