@@ -3,7 +3,7 @@ generates requests from /api/v1/openapi.json (valid ones and invalid ones, every
 sends them with a full token, a read-only token and no token. No answer may be a server error or
 differ from what the schema says: the schema and the server cannot drift apart.
 
-Fixed seeds (SEEDS) and enough examples that numbers far beyond the database's integers are sent
+A fixed seed (SEED) and enough examples that numbers far beyond the database's integers are sent
 (`test_huge_numbers_were_sent` proves they were); the run's calls and duration are written to
 test-artifacts/api-schemathesis.json.
 """
@@ -167,7 +167,7 @@ def _run(case, server, who: str) -> None:
     if _huge(case):
         HUGE[f"{case.method} {case.path}"] += 1
     response = case.call_and_validate(base_url=server.url, timeout=30)
-    STATUSES[who][response.status_code // 100 * 100] += 1
+    STATUSES[who][f"{response.status_code // 100}xx"] += 1
 
 
 def generated(test):
@@ -223,7 +223,7 @@ def test_huge_numbers_were_sent(server):
     )
     # Each token did what it may: the full one was answered 2xx, the read-only one too (reading),
     # no token only on the public health check.
-    assert STATUSES["full"][200] and STATUSES["read"][200] and STATUSES["none"][400], STATUSES
+    assert STATUSES["full"]["2xx"] and STATUSES["read"]["2xx"] and STATUSES["none"]["4xx"], STATUSES
     assert {"GET /api/v1/documents", "POST /api/v1/questions/{question_id}/answer"} <= set(HUGE), HUGE
 
 
