@@ -523,7 +523,7 @@ def _stream_response(request, queue: asyncio.Queue, *, turn, question: str) -> S
 )
 def documents_list(
     request,
-    tag: str | None = None,
+    tag: schemas.Text | None = None,
     status: Document.Status | None = None,
     page: int = Query(1, ge=1, le=COUNT_MAX),
     page_size: int = Query(25, ge=1, le=PAGE_SIZE_MAX),

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from django.conf import settings
 from ninja import Field, Schema
-from pydantic import WithJsonSchema
+from pydantic import AfterValidator, WithJsonSchema
 
 from ragchat.services.config import MODEL_LIMITS
 from ragchat.services.llm import canonical_model_name
@@ -43,16 +43,27 @@ class SearchOut(Schema):
     request_id: str
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("null characters are not allowed")  # PostgreSQL's text cannot store them
+    return value
+
+
+# Text that is stored or searched in the database: without NUL characters (a 422 like any other
+# invalid value; the web's forms refuse them the same way, Django's ProhibitNullCharactersValidator).
+Text = Annotated[str, AfterValidator(_no_nul), WithJsonSchema({"type": "string", "pattern": r"^[^\x00]*$"})]
+
+
 def question_text_schema() -> dict[str, Any]:
     """What the server's one length check (chat.services.question_problem) takes, in JSON Schema:
     leading and trailing white space does not count, so the pattern bounds the text between them.
     The schema only: the check itself stays the server's, with its codes and sentences."""
     low, high = settings.RAG.question_min_chars, settings.RAG.question_max_chars
-    core = rf"\S[\s\S]{{{max(low - 2, 0)},{high - 2}}}\S"
+    core = rf"[^\s\x00][^\x00]{{{max(low - 2, 0)},{high - 2}}}[^\s\x00]"
     return {"type": "string", "minLength": low, "pattern": rf"^\s*{core}\s*$"}
 
 
-QuestionText = Annotated[str, WithJsonSchema(question_text_schema())]
+QuestionText = Annotated[str, AfterValidator(_no_nul), WithJsonSchema(question_text_schema())]
 
 # The allowlist (ragchat.services.llm.allowlisted_model): each name as written there and with
 # Ollama's implicit tag. The server's own check answers others (422 unknown_model).
@@ -207,7 +218,7 @@ class QuestionOut(Schema):
 
 
 class AnswerIn(Schema):
-    answer: str
+    answer: Text
 
 
 class AnswerOut(Schema):
