@@ -6,6 +6,12 @@ from django.contrib import admin, messages
 
 from access import group_sync, policy
 from access.models import AuditEvent, GroupMapping, OIDCIdentity, SyncedMembership
+from ragchat.bounds import (
+    BoundedAutocompleteSelect,
+    BoundedAutocompleteSelectMultiple,
+    BoundedChangeList,
+    BoundedModelMultipleChoiceField,
+)
 
 
 def _admin_site_permission(request) -> bool:
@@ -18,7 +24,8 @@ admin.site.site_title = "ragchat admin"
 
 
 class TenantScopedMixin:
-    """For a model admin: its rows are those of the admin's own tenant (the model's `tenant_field`)."""
+    """For a model admin: its rows are those of the admin's own tenant (the model's `tenant_field`);
+    numbers in its list's lookups and its forms' choices stay within their columns (ragchat.bounds)."""
 
     tenant_field = "tenant_id"
 
@@ -41,11 +48,21 @@ class TenantScopedMixin:
             obj.tenant_id = request.user.tenant_id
         super().save_model(request, obj, form, change)
 
+    def _autocomplete(self, db_field, request, kwargs, widget_class) -> None:
+        if "widget" not in kwargs and db_field.name in self.get_autocomplete_fields(request):
+            kwargs["widget"] = widget_class(db_field, self.admin_site, using=kwargs.get("using"))
+
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        self._autocomplete(db_field, request, kwargs, BoundedAutocompleteSelect)
         return self._own_tenant(super().formfield_for_foreignkey(db_field, request, **kwargs), request)
 
     def formfield_for_manytomany(self, db_field, request, **kwargs):
+        self._autocomplete(db_field, request, kwargs, BoundedAutocompleteSelectMultiple)
+        kwargs.setdefault("form_class", BoundedModelMultipleChoiceField)
         return self._own_tenant(super().formfield_for_manytomany(db_field, request, **kwargs), request)
+
+    def get_changelist(self, request, **kwargs):
+        return BoundedChangeList
 
 
 class TenantScopedAdmin(TenantScopedMixin, admin.ModelAdmin):

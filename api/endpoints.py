@@ -22,8 +22,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.http import Http404, HttpRequest, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.urls import reverse
-from ninja import File, Form, NinjaAPI, Query, Router, Status
+from ninja import File, Form, NinjaAPI, Path, Query, Router, Status
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.files import UploadedFile
 from ninja.openapi.docs import Swagger
@@ -39,10 +40,11 @@ from chat.models import Message
 from chat.rendering import source_url
 from documents import selectors as doc_selectors
 from documents import services as doc_services
-from documents.forms import UploadForm
+from documents.forms import MSG_TAG_NOT_ALLOWED, UploadForm
 from documents.models import Document
 from documents.tasks import ingestion_enqueue
 from ragchat import runtime
+from ragchat.bounds import COUNT_MAX, ID_MAX
 from ragchat.health import health_report, spec_fields
 from ragchat.services import errors as rag_errors
 from ragchat.services.citations import make_snippet
@@ -68,6 +70,7 @@ api = NinjaAPI(
 )
 
 ERRORS: dict[int, Any] = {
+    400: schemas.Error,  # a body that cannot be read: not JSON, not UTF-8, a broken multipart
     401: schemas.Error,
     403: schemas.Error,
     404: schemas.Error,
@@ -90,13 +93,15 @@ def _api_error(request, exc: ApiError):
 def _validation_error(request, exc: ValidationError):
     details = [
         {
-            "field": ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "form", "file")),
+            "field": ".".join(str(p) for p in e.get("loc", ()) if p not in ("body", "query", "path", "form", "file")),
             "problem": e.get("msg", ""),
         }
         for e in exc.errors
     ]
     summary = "; ".join(f"{d['field']}: {d['problem']}" if d["field"] else d["problem"] for d in details)
-    return error_response(request, 422, "validation_error", summary or "The request is not valid.", details=details)
+    return error_response(
+        request, 422, "validation_error", f"{summary}." if summary else "The request is not valid.", details=details
+    )
 
 
 @api.exception_handler(AuthenticationError)
@@ -118,6 +123,11 @@ def _not_found(request, exc):
 @api.exception_handler(HttpError)
 def _http_error(request, exc: HttpError):
     return error_response(request, exc.status_code, "bad_request", str(exc))
+
+
+@api.exception_handler(MultiPartParserError)
+def _unreadable_multipart(request, exc: MultiPartParserError):
+    return error_response(request, 400, "bad_request", f"The multipart body cannot be read: {exc}.")
 
 
 @api.exception_handler(Exception)
@@ -312,7 +322,9 @@ def _search_scope(request, tags: list[str] | None) -> list[str]:
 )
 async def search(
     request,
-    q: str = Query(..., description="The search text"),
+    q: schemas.QuestionText = Query(
+        ..., description="The search text (a question's length: 422 query_too_short / _long)"
+    ),
     k: int = Query(5, ge=1, le=SEARCH_K_MAX),
     tags: list[str] | None = Query(None, description="Narrow to these tags (of those you hold)"),
 ):
@@ -510,9 +522,9 @@ def _stream_response(request, queue: asyncio.Queue, *, turn, question: str) -> S
 )
 def documents_list(
     request,
-    tag: str | None = None,
+    tag: schemas.Text | None = None,
     status: Document.Status | None = None,
-    page: int = Query(1, ge=1),
+    page: int = Query(1, ge=1, le=COUNT_MAX),
     page_size: int = Query(25, ge=1, le=PAGE_SIZE_MAX),
 ):
     """Documents the caller may read, newest first, by tag slug and status."""
@@ -534,7 +546,7 @@ def documents_list(
     url_name="documents_upload",
     tags=["Documents"],
     summary="Upload documents",
-    description="Scope `upload`. Multipart: `files` (one or more) and `tags` (slugs of tags you may upload to). The web page’s rules and messages: each refused file is named with its reason, the others are uploaded and indexed.",
+    description="Scope `upload`. Multipart: `files` (one or more) and `tags` (slugs of tags you may upload to). The web page’s rules and messages: each refused file is named with its reason, the others are uploaded and indexed; none uploaded: 422 `upload_refused`. A tag you may not upload to (or no such tag: they look alike): 403 `tag_not_allowed`, nothing uploaded.",
 )
 def documents_upload(
     request,
@@ -548,7 +560,12 @@ def documents_upload(
     if not uploadable.exists():
         raise not_found("You cannot upload documents.")
     by_slug = dict(uploadable.values_list("slug", "pk"))
-    data = {"tags": [str(by_slug.get(slug, slug)) for slug in tags]}
+    # A slug is looked up among the caller's own tags here: what is not one of them never reaches
+    # the form (as a number it would be taken for a tag's id).
+    not_allowed = [slug for slug in tags if slug not in by_slug]
+    if not_allowed:
+        raise ApiError(403, "tag_not_allowed", MSG_TAG_NOT_ALLOWED, details=not_allowed)
+    data = {"tags": [str(by_slug[slug]) for slug in tags]}
     form = UploadForm(_querydict(data), request.FILES, tag_choices=uploadable)
     created, refused = [], []
     if form.is_valid():
@@ -706,7 +723,7 @@ def questions_list(request):
     summary="Answer a routed question",
     description="Scope `answer`. Every asker of the question’s group gets the answer in their chat.",
 )
-def question_answer(request, question_id: int, body: schemas.AnswerIn):
+def question_answer(request, body: schemas.AnswerIn, question_id: int = Path(..., ge=1, le=ID_MAX)):
     """Answer a routed question: every asker of its group gets the answer in their chat."""
     require_scope(request, "answer")
     question = routing_selectors.question_for_user(user=request.user, question_id=question_id)
@@ -733,6 +750,7 @@ class OptionalTokenAuth(TokenAuth):
     "/health",
     response={200: schemas.HealthOut, 503: schemas.HealthOut, 429: schemas.Error},
     auth=OptionalTokenAuth(),
+    openapi_extra={"security": [{}]},  # public: a token is optional (an admin's adds details)
     url_name="health",
     tags=["Health"],
     summary="Health",

@@ -4,9 +4,13 @@ comes in and are the OpenAPI schema of what goes out."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+from django.conf import settings
 from ninja import Field, Schema
+from pydantic import AfterValidator, WithJsonSchema
+
+from ragchat.services.config import canonical_model_name
 
 
 class Error(Schema):
@@ -38,10 +42,43 @@ class SearchOut(Schema):
     request_id: str
 
 
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("null characters are not allowed")  # PostgreSQL's text cannot store them
+    return value
+
+
+# Text that is stored or searched in the database: without NUL characters (a 422 like any other
+# invalid value; the web's forms refuse them the same way, Django's ProhibitNullCharactersValidator).
+Text = Annotated[str, AfterValidator(_no_nul), WithJsonSchema({"type": "string", "pattern": r"^[^\x00]*$"})]
+
+
+def question_text_schema() -> dict[str, Any]:
+    """What the server's one length check (chat.services.question_problem) takes, in JSON Schema:
+    leading and trailing white space does not count, so the pattern bounds the text between them.
+    The schema only: the check itself stays the server's, with its codes and sentences."""
+    low, high = settings.RAG.question_min_chars, settings.RAG.question_max_chars
+    core = rf"[^\s\x00][^\x00]{{{max(low - 2, 0)},{high - 2}}}[^\s\x00]"
+    return {"type": "string", "minLength": low, "pattern": rf"^\s*{core}\s*$"}
+
+
+QuestionText = Annotated[str, AfterValidator(_no_nul), WithJsonSchema(question_text_schema())]
+
+# The allowlist (RAG_MODELS, RAGSettings.allowlisted_model): each name as written there and with
+# Ollama's implicit tag. The server's own check answers others (422 unknown_model).
+_MODELS = settings.RAG.models
+ModelName = Annotated[
+    str, WithJsonSchema({"type": "string", "enum": sorted({*_MODELS, *map(canonical_model_name, _MODELS)})})
+]
+
+
 class ChatIn(Schema):
-    question: str = Field(description="The question (length limits: QUESTION_MIN_CHARS / QUESTION_MAX_CHARS)")
+    question: QuestionText = Field(
+        description="The question: between QUESTION_MIN_CHARS and QUESTION_MAX_CHARS characters, white space "
+        "around it not counted (shorter or longer: 422 question_too_short / question_too_long)",
+    )
     session_id: str | None = Field(None, description="Continue this conversation; omitted: a new one")
-    model: str | None = Field(None, description="One of the allowed models; omitted: the default")
+    model: ModelName | None = Field(None, description="One of the allowed models; omitted: the default")
 
 
 class CitationInfo(Schema):
@@ -181,7 +218,7 @@ class QuestionOut(Schema):
 
 
 class AnswerIn(Schema):
-    answer: str
+    answer: Text
 
 
 class AnswerOut(Schema):

@@ -7,5 +7,5 @@ app_name = "tokens"
 urlpatterns = [
     path("", views.token_list, name="list"),
     path("all/", views.token_admin_list, name="admin"),
-    path("<int:token_id>/revoke/", views.token_revoke, name="revoke"),
+    path("<id:token_id>/revoke/", views.token_revoke, name="revoke"),
 ]

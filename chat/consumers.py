@@ -27,6 +27,7 @@ from chat.models import ChatSession, Message
 from chat.signals import session_opened
 from chat.turn_fragments import MSG_BUSY, draft_article_html, group_send_html, note_html
 from ragchat import processes
+from ragchat.bounds import request_int
 from ragchat.partials import render_partial
 
 logger = logging.getLogger(__name__)
@@ -63,8 +64,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=draft_article_html(turn))
         query = parse_qs(self.scope.get("query_string", b"").decode())
         for raw in query.get("sync", [])[:1]:
-            if raw.isdigit() and (turn is None or int(raw) != turn.message_id):
-                await self._send_message(int(raw))
+            message_id = request_int(raw)
+            if message_id is not None and (turn is None or message_id != turn.message_id):
+                await self._send_message(message_id)
         if "start" in query and not await turn_handover.session_busy(self.session_id):
             # A chat begun from the landing page: its first question is stored, its answer starts
             # once the page listens (and only once: a question with an answer is not pending).
@@ -93,8 +95,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             # The answer runs in the process its question reached: here, or another one, whose tabs
             # of this session hear the group event. The page says which answer it stops, so a stop
             # that arrives late (after that answer ended) cannot stop the next one.
-            raw = str(data.get("answer") or "")
-            answer_id = int(raw) if raw.isdigit() else None
+            answer_id = request_int(data.get("answer") or "")
             if processes.hands_turns_over():  # the holder runs this process's turns
                 await turn_handover.hand_over_stop(self.session_id, message_id=answer_id)
             elif not turn_state.turn_stop(self.session_id, message_id=answer_id):
@@ -137,10 +138,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close()
 
     async def _retry(self, raw_id: str) -> None:
-        if not raw_id.isdigit():
+        message_id = request_int(raw_id)
+        if message_id is None:
             return
         failed = await database_sync_to_async(selectors.message_in_session)(
-            session_id=self.session_id, message_id=int(raw_id)
+            session_id=self.session_id, message_id=message_id
         )
         retryable = (Message.Status.FAILED, Message.Status.INTERRUPTED)
         if failed is None or failed.status not in retryable or failed.reply_to_id is None:
@@ -158,9 +160,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """The latest question asked again with new text: its answers leave every tab, the question
         shows its new text in place, and a new answer starts."""
         message = None
-        if raw_id.isdigit():
+        message_id = request_int(raw_id)
+        if message_id is not None:
             message = await database_sync_to_async(selectors.question_to_edit)(
-                session_id=self.session_id, message_id=int(raw_id)
+                session_id=self.session_id, message_id=message_id
             )
         if message is None:
             await self.send(text_data=note_html(MSG_EDIT_LAST, outcome="refused"))
@@ -177,10 +180,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _regenerate(self, raw_id: str) -> None:
         """A new answer to the session's last question; the earlier one stays as a version."""
-        if not raw_id.isdigit():
+        message_id = request_int(raw_id)
+        if message_id is None:
             return
         answer = await database_sync_to_async(selectors.answer_to_regenerate)(
-            session_id=self.session_id, message_id=int(raw_id)
+            session_id=self.session_id, message_id=message_id
         )
         if answer is None:
             await self.send(text_data=note_html(MSG_REGENERATE_LAST, kind="info"))

@@ -23,8 +23,11 @@ TITLE_MAX_CHARS = 80
 def question_problem(text: str) -> str | None:
     """What is wrong with a question, or None: the one check of a question's length, for the
     websocket, the new-chat form and the API (R-CHAT-5 in docs/requirements.md; the
-    QuestionTooShort/TooLong limits from settings.RAG)."""
+    QuestionTooShort/TooLong limits from settings.RAG); also what cannot be stored (PostgreSQL's
+    text holds no NUL character)."""
     rag = settings.RAG
+    if "\x00" in text:
+        return "Your question contains a null character, which cannot be stored: please remove it."
     length = len(text.strip())
     if length < rag.question_min_chars:
         return f"Your question is too short: please write at least {rag.question_min_chars} characters."

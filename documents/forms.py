@@ -2,6 +2,7 @@ from django import forms
 
 from documents.models import Document, Tag
 from documents.services import MSG_NO_TAG
+from ragchat.bounds import BoundedModelMultipleChoiceField
 
 
 class MultipleFileInput(forms.ClearableFileInput):
@@ -23,20 +24,23 @@ class MultipleFileField(forms.FileField):
         return files
 
 
+MSG_TAG_NOT_ALLOWED = "You may not upload to one of the chosen tags."
+
+
 class UploadForm(forms.Form):
     files = MultipleFileField(
         label="Files",
         help_text="PDF, Word (.docx), HTML, Markdown or plain text.",
         error_messages={"required": "Choose at least one file to upload."},
     )
-    tags = forms.ModelMultipleChoiceField(
+    tags = BoundedModelMultipleChoiceField(
         queryset=Tag.objects.none(),
         widget=forms.CheckboxSelectMultiple,
         help_text="Who may read these documents.",
         error_messages={
             "required": MSG_NO_TAG,
-            "invalid_choice": "You may not upload to one of the chosen tags.",
-            "invalid_pk_value": "You may not upload to one of the chosen tags.",
+            "invalid_choice": MSG_TAG_NOT_ALLOWED,
+            "invalid_pk_value": MSG_TAG_NOT_ALLOWED,
         },
     )
 

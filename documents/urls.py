@@ -17,7 +17,7 @@ urlpatterns = [
     path("<uuid:document_id>/outdated/clear", views.document_clear_outdated, name="clear_outdated"),
     path("sites/", site_views.site_list, name="sites"),
     path("sites/new", site_views.site_create, name="site_create"),
-    path("sites/<int:site_id>/", site_views.site_detail, name="site_detail"),
-    path("sites/<int:site_id>/crawl", site_views.site_crawl, name="site_crawl"),
-    path("sites/<int:site_id>/delete", site_views.site_delete, name="site_delete"),
+    path("sites/<id:site_id>/", site_views.site_detail, name="site_detail"),
+    path("sites/<id:site_id>/crawl", site_views.site_crawl, name="site_crawl"),
+    path("sites/<id:site_id>/delete", site_views.site_delete, name="site_delete"),
 ]

@@ -21,6 +21,21 @@ from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
 if problems := processes.process_problems():
     raise ImproperlyConfigured("ragchat cannot start with these settings:\n- " + "\n- ".join(problems))
 
+
+def _daphne_leaves_bodies_to_django() -> None:
+    """Twisted, under daphne, parses a POST's form or multipart body into `request.args` (which daphne
+    never reads: it hands the raw body to Django) and answers a body it cannot parse with a bare 400
+    before the application sees the request: an API call without a token got 400 instead of 401. Off,
+    Django alone parses the body, after authentication, and an upload is not parsed twice."""
+    try:
+        from daphne.http_protocol import WebRequest
+    except ImportError:  # another ASGI server
+        return
+    WebRequest._parsePOSTFormSubmission = property(lambda self: False, lambda self, value: None)
+
+
+_daphne_leaves_bodies_to_django()
+
 # The RAG parts are built once here, at start-up. RAGCHAT_WARMUP=1 (the default; tests set 0)
 # readies the server: the model loads early (a client of the embedded store never opens the store,
 # which the warm-up would) and what start-up built is set aside from the garbage collector (at the

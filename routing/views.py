@@ -22,6 +22,7 @@ from chat import presenters
 from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
 from documents.selectors import with_outdated
+from ragchat.bounds import request_int
 from ragchat.partials import render_partial
 from routing import charts, exports, figures, knowledge, selectors, services
 from routing.forms import AnswerForm, KnowledgeEditForm, NotificationPreferenceForm, ReportPeriodForm
@@ -173,7 +174,8 @@ def question_publish(request, question_id):
     tag = None
     raw = request.POST.get("publish_tag")
     if raw:
-        tag = policy.uploadable_tags(user=request.user).filter(pk=raw if raw.isdigit() else -1).first()
+        tag_id = request_int(raw)
+        tag = policy.uploadable_tags(user=request.user).filter(pk=tag_id).first() if tag_id else None
         if tag is None:
             raise Http404("No such tag.")
     try:

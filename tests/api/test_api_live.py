@@ -127,8 +127,8 @@ def test_upload_rules_and_messages_are_the_web_pages(server, document):
         other = olga.post(
             "/documents", files=[("files", ("n.txt", b"Other notes.", "text/plain"))], data={"tags": ["public"]}
         )
-        # The web page's message, without a field name.
-        assert error(other, 422, "upload_refused")["message"] == "You may not upload to one of the chosen tags."
+        # The web page's message, without a field name; forbidden, nothing uploaded.
+        assert error(other, 403, "tag_not_allowed")["message"] == "You may not upload to one of the chosen tags."
         listing = olga.get("/documents", params={"tag": "alpha", "status": "ready"}).json()
         assert listing["count"] == 1 and listing["items"][0]["id"] == document["id"]
     with client(server, "mike") as mike:  # a member may read, not upload
