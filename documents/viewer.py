@@ -131,7 +131,10 @@ def reading(*, document: Document, chunks: list[SearchResult], cited: int | None
         if same_section and previous is not None:
             text = text[_overlap(previous.chunk_text, text) :]
         section = chunk.section or ""
-        heading = "" if same_section or not section or _names_heading(text, section) else section
+        heading = "" if same_section else section
+        if heading and _names_heading(text, section):
+            # A section's first chunk opens with its heading's words: shown once, as the heading.
+            text = text.lstrip().split("\n", 1)[1] if "\n" in text.lstrip() else ""
         is_cited = chunk.chunk_index == cited
         out.append(
             ShownChunk(

@@ -9,6 +9,7 @@ channel, R-OPS-7); nh3 sanitises what it produced.
 from __future__ import annotations
 
 import functools
+import html
 import re
 
 import nh3
@@ -84,6 +85,6 @@ def snippet_html(text: str) -> str:
     """A snippet as one line of rendered text: Markdown's headings, lists and links become their
     words, its emphasis and code stay; a snippet that is no Markdown is only escaped."""
     if not looks_like_markdown(text):
-        return nh3.clean_text(text or "")
-    html = nh3.clean(_markdown().render(text), tags=SNIPPET_TAGS, attributes={}, strip_comments=True)
-    return " ".join(html.split())
+        return html.escape(text or "", quote=False)
+    rendered = nh3.clean(_markdown().render(text), tags=SNIPPET_TAGS, attributes={}, strip_comments=True)
+    return " ".join(rendered.split())
