@@ -31,7 +31,10 @@
     const hits = figure ? outline(figure) : [];
     const target = hits[0] || document.getElementById("passage");
     if (target && (location.hash === "#passage" || hits.length)) {
-      target.scrollIntoView({ block: "center" });
+      // Centred, so its heading above and the sticky top bar leave it in sight; a passage taller
+      // than most of the window starts at the top instead.
+      const tall = target.getBoundingClientRect().height > window.innerHeight * 0.7;
+      target.scrollIntoView({ block: tall ? "start" : "center" });
     }
   }
 
