@@ -16,7 +16,7 @@ from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
-from django.utils.html import escape
+from django.utils.html import linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
 from documents.models import Document
@@ -95,9 +95,14 @@ def _overlap(previous: str, text: str) -> int:
     return 0
 
 
-def _names_heading(text: str, section: str) -> bool:
-    first = text.lstrip().split("\n", 1)[0].lstrip("#").strip().strip("*").strip()
-    return bool(section) and first.lower().startswith(section.lower()[:60])
+def _after_heading(text: str, section: str) -> str | None:
+    """The text after the line naming the section, when one of its first lines does (a section's
+    first chunk opens with its heading, the document's first after the title); else None."""
+    lines = text.lstrip().split("\n")
+    for i, line in enumerate(lines[:3]):
+        if line.lstrip("#").strip().strip("*").strip().lower() == section.strip().lower():
+            return "\n".join(lines[i + 1 :])
+    return None
 
 
 def _mark_blocks(html: str) -> str:
@@ -110,8 +115,7 @@ def _text_html(text: str, *, markdown: bool, cited: bool) -> SafeString:
     if markdown:
         html = markdown_to_html(text)
     else:
-        paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text) if p.strip()]
-        html = "".join(f"<p>{escape(p).replace(chr(10), '<br>')}</p>" for p in paragraphs)
+        html = linebreaks(text.strip(), autoescape=True)  # paragraphs and line breaks, escaped
     return mark_safe(_mark_blocks(html) if cited else html)  # noqa: S308 — escaped or sanitised above
 
 
@@ -132,9 +136,9 @@ def reading(*, document: Document, chunks: list[SearchResult], cited: int | None
             text = text[_overlap(previous.chunk_text, text) :]
         section = chunk.section or ""
         heading = "" if same_section else section
-        if heading and _names_heading(text, section):
-            # A section's first chunk opens with its heading's words: shown once, as the heading.
-            text = text.lstrip().split("\n", 1)[1] if "\n" in text.lstrip() else ""
+        after = _after_heading(text, section) if heading else None
+        if after is not None:
+            text = after  # the heading is shown once, as the heading
         is_cited = chunk.chunk_index == cited
         out.append(
             ShownChunk(

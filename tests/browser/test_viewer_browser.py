@@ -112,7 +112,9 @@ def test_citations_open_at_the_highlighted_passage(server, chromium, fake_ollama
         phone = width < 600
         context = chromium.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
         violations: list[str] = []  # under the app's CSP (not bypassed): the viewer's script must keep to it
-        context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+        context.on(
+            "console", lambda m, seen=violations: seen.append(m.text) if "Content Security Policy" in m.text else None
+        )
         page = context.new_page()
         _sign_in(page, live.url, "vera")
         page.fill("#question", "What is the zephyr allowance per day?")
