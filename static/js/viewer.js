@@ -26,9 +26,15 @@
     return hits;
   }
 
-  function show() {
+  let hits = [];
+
+  function place() {
     const figure = document.querySelector(".pdf-page[data-boxes]");
-    const hits = figure ? outline(figure) : [];
+    hits = figure ? outline(figure) : [];
+  }
+
+  // After the load, so the browser's own jump to #passage is over and the page image has its size.
+  function show() {
     const target = hits[0] || document.getElementById("passage");
     if (target && (location.hash === "#passage" || hits.length)) {
       // Centred, so its heading above and the sticky top bar leave it in sight; a passage taller
@@ -38,6 +44,8 @@
     }
   }
 
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", show);
-  else show();
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", place);
+  else place();
+  if (document.readyState === "complete") show();
+  else window.addEventListener("load", show);
 })();

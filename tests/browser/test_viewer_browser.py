@@ -146,6 +146,7 @@ def test_citations_open_at_the_highlighted_passage(server, chromium, fake_ollama
             assert page.locator("#passage").count() == 1
             if kind == "web":
                 assert page.locator(f"a[href='{WEB_URL}']").count() >= 1
+                page.screenshot(path=str(ARTIFACTS / f"viewer-web-whole-{width}.png"), full_page=True)
             assert_no_sideways_scroll(page)
             page.screenshot(path=str(ARTIFACTS / f"viewer-{kind}-{width}.png"))
         # Another page of the PDF, and back to the cited one.
