@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -156,11 +157,20 @@ def reading(*, document: Document, chunks: list[SearchResult], cited: int | None
 # ----------------------------------------------------------------------------------- PDF pages
 
 
+def _cache_root(document: Document) -> Path:
+    return Path(settings.MEDIA_ROOT) / CACHE_DIR / document.tenant_id / str(document.pk)
+
+
 def _cache_dir(document: Document) -> Path:
-    return Path(settings.MEDIA_ROOT) / CACHE_DIR / document.tenant_id / f"{document.pk}-v{document.version}"
+    return _cache_root(document) / f"v{document.version}"
 
 
-def _original(document: Document) -> bytes:
+def document_cache_clear(*, document: Document) -> None:
+    """Forget the document's page images and word boxes (deleted, or a new version uploaded)."""
+    shutil.rmtree(_cache_root(document), ignore_errors=True)
+
+
+def document_original(document: Document) -> bytes:
     try:
         with document.file.open("rb") as handle:
             return handle.read()
@@ -173,7 +183,7 @@ def document_page_png(*, document: Document, page: int) -> bytes:
     path = _cache_dir(document) / f"page-{page}.png"
     if path.exists():
         return path.read_bytes()
-    png, _width, _height = page_view.render_pdf_page(_original(document), page)
+    png, _width, _height = page_view.render_pdf_page(document_original(document), page)
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_suffix(".part")
     partial.write_bytes(png)
@@ -188,7 +198,7 @@ def document_page_words(*, document: Document, page: int) -> list[page_view.Word
     if path.exists():
         rows = json.loads(path.read_text())
     else:
-        data = _original(document)
+        data = document_original(document)
         scanned = page in (document.ocr_pages or [])
         words = page_view.pdf_page_words(data, page) if not scanned else []
         if scanned or not words:

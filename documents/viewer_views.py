@@ -76,7 +76,7 @@ def _pdf_context(*, document, chunks, cited, page: int | None) -> dict:
     pages = document.pages or 0
     if not pages:
         try:
-            pages = page_view.pdf_page_count(viewer._original(document))
+            pages = page_view.pdf_page_count(viewer.document_original(document))
         except page_view.PageNotFound:
             pages = 0
     page = page or (cited.page_number if cited and cited.page_number else 1)

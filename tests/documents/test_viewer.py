@@ -6,10 +6,13 @@ the document, bad input a sentence. Access for every role: tests/access/test_mat
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+from django.conf import settings
 from django.test import Client
 
+from documents import services
 from ragchat.evaluation.docgen import lorem_sentences, make_image_pdf, make_markdown, make_pdf
 from ragchat.markup import snippet_html
 from ragchat.services.parsing.ocr import ocr_unavailable_reason
@@ -75,6 +78,10 @@ def test_pdf_page_is_served_with_the_passage_found_on_it(upload, people):
     assert image.status_code == 200 and image["Content-Type"] == "image/png" and image.content[:4] == b"\x89PNG"
     assert client.get(f"/documents/{document.pk}/pages/9.png").status_code == 404
     assert client.get(f"/documents/{document.pk}/view", {"page": 9}).status_code == 404
+    cached = Path(settings.MEDIA_ROOT) / "viewer-cache" / "default" / str(document.pk)
+    assert (cached / "v1" / "page-1.png").exists() and (cached / "v1" / "words-1.json").exists()
+    services.document_delete(document=document, actor=people["owner"])
+    assert not cached.exists()  # the images and word boxes go with the document
 
 
 @pytest.mark.skipif(ocr_unavailable_reason() is not None, reason=str(ocr_unavailable_reason()))
