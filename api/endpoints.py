@@ -37,7 +37,7 @@ from chat import selectors as chat_selectors
 from chat import services as chat_services
 from chat import turn_handover, turn_state, turns
 from chat.models import Message
-from chat.rendering import source_url
+from chat.rendering import source_url, viewer_url
 from documents import selectors as doc_selectors
 from documents import services as doc_services
 from documents.forms import MSG_TAG_NOT_ALLOWED, UploadForm
@@ -148,11 +148,17 @@ def _link(request, source: dict[str, Any]) -> str:
     return request.build_absolute_uri(url) if url.startswith("/") else url
 
 
+def _viewer_link(request, source: dict[str, Any]) -> str:
+    url = viewer_url(source)
+    return request.build_absolute_uri(url) if url else ""
+
+
 def _citation_map(request, sources: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         s["source_id"]: {
             "title": s.get("document_name") or "",
             "url": _link(request, s),
+            "viewer_url": _viewer_link(request, s),
             "document_id": s.get("document_id") or "",
             "page": s.get("page_number"),
             "section": s.get("section"),

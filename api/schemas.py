@@ -83,7 +83,10 @@ class ChatIn(Schema):
 
 class CitationInfo(Schema):
     title: str
-    url: str
+    url: str = Field(description="The document's page in the app, or the web page it was taken from (allowlisted)")
+    viewer_url: str = Field(
+        "", description="The app's viewer at the cited passage, highlighted (the same access rule as the document)"
+    )
     document_id: str
     page: int | None = None
     section: str | None = None

@@ -11,7 +11,7 @@ from django.urls import NoReverseMatch, reverse
 
 from chat import selectors
 from chat.models import AnswerFeedback, Message
-from chat.rendering import answer_markdown, citation_to_dict, passages_from_results, render_answer  # noqa: F401 (re-exported)
+from chat.rendering import answer_markdown, citation_to_dict, passages_from_results, render_answer, viewer_url  # noqa: F401 (re-exported)
 from documents.selectors import with_outdated
 from ragchat.partials import render_partial
 from ragchat.services.prompts import INSUFFICIENT_CONTEXT_ANSWER, MODEL_INSUFFICIENT_SENTENCE
@@ -174,7 +174,9 @@ def message_context(message: Message) -> dict[str, Any]:
         # The passages the turn found, as a cited search result the asker can still use.
         cited = {s["source_id"] for s in rendered.sources}
         ctx["passages"] = [
-            {**p, "url": render_answer_url(p)} for p in (message.passages or []) if p["source_id"] not in cited
+            {**p, "url": render_answer_url(p), "viewer_url": viewer_url(p)}
+            for p in (message.passages or [])
+            if p["source_id"] not in cited
         ]
     return ctx
 

@@ -1,4 +1,4 @@
-"""LLM output to safe HTML: Markdown (markdown-it-py, raw HTML off, images off) sanitised by nh3,
+"""LLM output to safe HTML: Markdown (ragchat.markup: markdown-it-py, raw HTML off, images off) sanitised by nh3,
 then `[SourceId: …]` markers replaced by numbered citation markers with hover/focus cards.
 
 Markers are swapped for private-use placeholders before Markdown so the Markdown and the sanitiser
@@ -10,17 +10,15 @@ References: requirement IDs (R-…): docs/requirements.md.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import nh3
 from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString
-from markdown_it import MarkdownIt
 
+from ragchat.markup import markdown_to_html, snippet_html
 from ragchat.partials import render_partial
 from ragchat.services.citations import citation_from_result
 from ragchat.services.types import SOURCEID_PATTERN, Citation, SearchResult
@@ -39,60 +37,6 @@ _MARK_OPEN, _MARK_CLOSE = "\u2e28", "\ue001"
 _PLACEHOLDER_RE = re.compile(_MARK_OPEN + "(\\d+)" + _MARK_CLOSE)
 # A marker right after another copy of itself ("…[1][1]") shows once.
 _REPEAT_RE = re.compile(f"({_MARK_OPEN}(\\d+){_MARK_CLOSE})(?:\\s*{_MARK_OPEN}\\2{_MARK_CLOSE})+")
-
-_ALLOWED_TAGS = {
-    "p",
-    "br",
-    "hr",
-    "em",
-    "strong",
-    "del",
-    "s",
-    "code",
-    "pre",
-    "blockquote",
-    "ul",
-    "ol",
-    "li",
-    "h1",
-    "h2",
-    "h3",
-    "h4",
-    "h5",
-    "h6",
-    "a",
-    "table",
-    "thead",
-    "tbody",
-    "tr",
-    "th",
-    "td",
-}  # fmt: skip — no img: remote images are a tracking and exfiltration channel (R-OPS-7)
-_ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "ol": {"start"}, "th": {"style"}, "td": {"style"}}
-
-
-@functools.cache
-def _markdown() -> MarkdownIt:
-    md = MarkdownIt("commonmark", {"html": False, "linkify": False, "typographer": False})
-    md.enable(["table", "strikethrough"])
-    md.disable("image")  # ![alt](url) stays literal text
-    return md
-
-
-def sanitize_html(html: str) -> str:
-    return nh3.clean(
-        html,
-        tags=_ALLOWED_TAGS,
-        attributes=_ALLOWED_ATTRIBUTES,
-        url_schemes={"http", "https", "mailto"},
-        link_rel="noopener nofollow noreferrer",
-        set_tag_attribute_values={"a": {"target": "_blank"}},
-        strip_comments=True,
-    )
-
-
-def markdown_to_html(text: str) -> str:
-    return sanitize_html(_markdown().render(text))
 
 
 def citation_to_dict(citation: Citation) -> dict[str, Any]:
@@ -114,6 +58,17 @@ def document_url(document_id: str) -> str:
     return ""
 
 
+def viewer_url(source: dict[str, Any]) -> str:
+    """The access-checked viewer at the cited passage (documents/viewer_views.py): where "Open
+    passage" leads; the #passage anchor brings it into view."""
+    try:
+        url = reverse("documents:view", args=[source["document_id"]])
+    except (NoReverseMatch, KeyError):
+        return ""
+    index = source.get("chunk_index")
+    return f"{url}?chunk={int(index)}#passage" if isinstance(index, int) else url
+
+
 def source_url(source: dict[str, Any]) -> str:
     """Where a citation links: the web page it was taken from, only inside the allowlist stored with
     it and the server's RAG_ALLOWLIST_DOMAINS (A4, ragchat.services.web.urls.citation_link); else the
@@ -129,7 +84,7 @@ def source_url(source: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class RenderedAnswer:
     html: str
-    sources: list[dict[str, Any]]  # the cited sources in marker order, each with "n" and "url"
+    sources: list[dict[str, Any]]  # the cited sources in marker order, each with "n", "url" and "viewer_url"
 
 
 @dataclass
@@ -165,7 +120,9 @@ class _Numbering:
             if source_id not in self.numbers:
                 self.numbers[source_id] = len(self.numbers) + 1
                 found = self.by_id[source_id]
-                self.sources.append({**found, "n": self.numbers[source_id], "url": source_url(found)})
+                self.sources.append(
+                    {**found, "n": self.numbers[source_id], "url": source_url(found), "viewer_url": viewer_url(found)}
+                )
             return f"{_MARK_OPEN}{self.numbers[source_id]}{_MARK_CLOSE}"
 
         # Leading spaces go with the marker: "text [1]." reads "text[1]."; a dropped one leaves no gap.
@@ -193,10 +150,12 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             "doc": source.get("document_name") or "Document",
             "place": source_place(source),
             "rel": _percent(source.get("relevance_score")),
-            "short": short,
-            "full": full,
+            # Snippets of Markdown documents and of verified answers show as text, not as "#" and "**".
+            "short": SafeString(snippet_html(short)),
+            "full": SafeString(snippet_html(full)),
             "expandable": len(full) > len(short.removesuffix("...")),
             "url": source.get("url") or "",
+            "viewer_url": source.get("viewer_url") or "",
             "external": bool(source.get("url")) and not str(source.get("url")).startswith("/"),
             # Verified knowledge (routing publishes an owner's answer): "Verified by <owner>, <date>";
             # one that needs review (a source changed, its review date passed) or was retired says so.

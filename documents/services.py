@@ -28,6 +28,7 @@ from django.utils.text import slugify
 
 from access import policy
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
+from documents.viewer import document_cache_clear
 from ragchat import live, runtime
 from ragchat.services.errors import DocumentError, EmbeddingError, VectorStoreError
 from ragchat.services.ingestion import document_name, ingest_document
@@ -208,6 +209,7 @@ def document_replace_file(*, document: Document, data: bytes, filename: str) -> 
     document.save()
     if old_file and old_file != document.file.name:
         document.file.storage.delete(old_file)
+    document_cache_clear(document=document)
     return document
 
 
@@ -497,6 +499,7 @@ def document_delete(*, document: Document, actor=None, request=None, reason: str
     )
     if name:
         storage.delete(name)
+    document_cache_clear(document=Document(pk=document_id, tenant_id=tenant_id))
     _notify_deleted(tenant_id=tenant_id, document_id=document_id)
     return removed
 

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from documents import site_views, views
+from documents import site_views, viewer_views, views
 
 app_name = "documents"
 
@@ -10,6 +10,8 @@ urlpatterns = [
     path("<uuid:document_id>/", views.document_detail, name="detail"),
     path("<uuid:document_id>/row", views.document_row, name="row"),
     path("<uuid:document_id>/file", views.document_download, name="download"),
+    path("<uuid:document_id>/view", viewer_views.document_view, name="view"),
+    path("<uuid:document_id>/pages/<int:page>.png", viewer_views.document_page, name="page"),
     path("<uuid:document_id>/retry", views.document_retry, name="retry"),
     path("<uuid:document_id>/replace", views.document_replace, name="replace"),
     path("<uuid:document_id>/delete", views.document_delete, name="delete"),

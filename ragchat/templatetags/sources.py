@@ -19,3 +19,13 @@ def source_place(source: Any) -> str:
     page, section = get("page_number"), get("section")
     parts = [f"Page {page}" if page not in (None, "", "N/A") else "", "" if section in (None, "", "N/A") else section]
     return " · ".join(str(part) for part in parts if part)
+
+
+@register.filter
+def snippet(text: Any) -> str:
+    """A passage's snippet as rendered text (Markdown's marks become formatting, not "#" and "**")."""
+    from django.utils.safestring import mark_safe
+
+    from ragchat.markup import snippet_html
+
+    return mark_safe(snippet_html(str(text or "")))  # noqa: S308 — nh3 escaped and sanitised it

@@ -110,6 +110,23 @@ def docs(table):
     return variants
 
 
+def pdf_pages(w):
+    """Page 1 of every document, each made a one-page PDF that names its marker (on first use)."""
+    from django.core.files.base import ContentFile
+
+    from ragchat.evaluation.docgen import make_pdf
+
+    if not getattr(w, "pdfs", False):
+        for doc in w.docs.values():
+            doc.file.save(f"{doc.pk}.pdf", ContentFile(make_pdf([f"The original PDF says {doc.title}."])), save=False)
+            doc.kind, doc.pages = "pdf", 1
+            doc.save()
+        w.pdfs = True
+    out = {k: ({"document_id": w.docs[k].pk, "page": 1}, READS_DOC[k]) for k in w.docs}
+    out["absent"] = ({"document_id": uuid.uuid4(), "page": 1}, set())
+    return out
+
+
 def questions(w):
     out = {k: ({"question_id": q.pk}, OPENS_QUESTION[k]) for k, q in w.questions.items()}
     out["absent"] = ({"question_id": 999999}, set())
@@ -378,6 +395,14 @@ ROUTES: dict[str, Route] = {
     "documents:detail": Route("GET", docs(READS_DOC)),
     "documents:row": Route("GET", docs(READS_DOC)),
     "documents:download": Route("GET", docs(READS_DOC)),
+    # The viewer: readers of the document; its "Chunks as indexed" tab only shows to those who manage
+    # it (the others get the document's text); a PDF's page image is one more read of the document.
+    "documents:view": Route("GET", docs(READS_DOC), data={"chunk": "0"}),
+    "documents:view#chunks": Route("GET", docs(READS_DOC), data={"chunk": "0", "show": "chunks"}),
+    "documents:view#pdf": Route(
+        "GET", lambda w: {k: ({"document_id": v[0]["document_id"]}, v[1]) for k, v in pdf_pages(w).items()}
+    ),
+    "documents:page": Route("GET", pdf_pages),
     "documents:retry": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:replace": Route("POST", docs(MANAGES_DOC), state=_doc_state),
     "documents:delete": Route("POST", docs(MANAGES_DOC), state=_doc_state),

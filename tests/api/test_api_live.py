@@ -186,6 +186,7 @@ def test_chat_answers_with_citations_and_continues_a_session(server, document, f
         cited = a["citation_map"][a["citations"][0]]
         assert cited["title"] == "carry-over" and cited["url"] == f"{server.url}/documents/{document['id']}/"
         assert cited["document_id"] == document["id"] and "page" in cited and "section" in cited
+        assert cited["viewer_url"] == f"{server.url}/documents/{document['id']}/view?chunk=0#passage"
         assert set(a["confidence"]) == {"overall", "retrieval", "coverage", "llm"} and a["confidence"]["overall"] > 0
         assert a["model"] == "llama3.2" and a["timings"]["total"] > 0
         # Issue 16: the per-sentence grounding check (A2), with offsets into the answer.

@@ -29,7 +29,15 @@ from ragchat.services.vector_store.backend import Backend, CollectionMeta, Stage
 from ragchat.services.vector_store.edge import EdgeBackend
 from ragchat.services.vector_store.fusion import rank
 from ragchat.services.vector_store.fusion import results as fused_results
-from ragchat.services.vector_store.payload import DENSE, PAYLOAD_FIELDS, SPARSE, PointData, chunk_payload, point_id
+from ragchat.services.vector_store.payload import (
+    DENSE,
+    PAYLOAD_FIELDS,
+    SPARSE,
+    PointData,
+    chunk_payload,
+    point_id,
+    search_result,
+)
 from ragchat.services.vector_store.server import ServerBackend
 
 SEARCH_HYBRID, SEARCH_DENSE, SEARCH_BM25 = "hybrid", "dense", "bm25"
@@ -221,6 +229,20 @@ class VectorService:
     async def count(self, *, document_id: str | None = None, tenant_id: str | None = None) -> int:
         await self._ready()
         return await self._backend.count(scope_conditions(document_id=document_id, tenant_id=tenant_id))
+
+    async def document_chunks(self, document_id: str, *, tenant_id: str, count: int) -> list[SearchResult]:
+        """The stored chunks of one document, in order (the viewer and "Chunks as indexed"): fetched
+        by their point ids (chunk indexes 0..count-1), so no filter scan; another tenant's are left out."""
+        await self._ready()
+        if count <= 0:
+            return []
+        hits = await self._backend.fetch([point_id(document_id, i) for i in range(count)])
+        found = [
+            search_result(hit.payload, 0.0)
+            for hit in hits
+            if hit.payload.get("document_id") == document_id and hit.payload.get("tenant_id") == tenant_id
+        ]
+        return sorted(found, key=lambda r: r.chunk_index)
 
     async def stats(self) -> dict[str, Any]:
         await self._ready()
