@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from access import policy
 from documents import selectors, viewer
+from ragchat.bounds import COUNT_MAX, request_int
 from ragchat.services import page_view
 
 
@@ -30,9 +31,10 @@ def _number(request, name: str) -> int | None:
     raw = request.GET.get(name, "").strip()
     if not raw:
         return None
-    if not raw.isdigit() or len(raw) > 9:
+    number = request_int(raw, maximum=COUNT_MAX)
+    if number is None:
         raise ValueError(f"“{name}” must be a whole number, not “{raw[:40]}”.")
-    return int(raw)
+    return number
 
 
 @login_required
