@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.conftest import seeded_server
+from tests.browser.test_axe_browser import AXE, axe_problems
 
 pytestmark = pytest.mark.browser
 
@@ -59,8 +60,10 @@ def browser(chromium):
     return chromium
 
 
-def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False):
-    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
+def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False, bypass_csp: bool = False):
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, bypass_csp=bypass_csp
+    )
     page = context.new_page()
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", "erin")
@@ -154,7 +157,8 @@ def test_citations_ragchat_attributed_are_marked_as_such(chat_server, browser, f
         "Ask HR if your contract is special."
     )
     fake_ollama.rating(90)
-    context, page = _sign_in(browser, chat_server, width=1280, height=860)
+    # axe-core is injected as a script: this context lets it past the page's CSP.
+    context, page = _sign_in(browser, chat_server, width=1280, height=860, bypass_csp=True)
     _new_chat(page)
     page.fill("#question", "How many vacation days do I get, and do they carry over?")
     page.keyboard.press("Enter")
@@ -174,6 +178,8 @@ def test_citations_ragchat_attributed_are_marked_as_such(chat_server, browser, f
     card.wait_for(state="visible")
     assert "Attributed by ragchat" in card.inner_text() and "Vacation Policy 2026.pdf" in card.inner_text()
     page.screenshot(path=str(ARTIFACTS / "chat-desktop-attributed-card.png"))
+    assert AXE, "axe-core is missing: run `make axe`"
+    assert axe_problems(page, AXE[-1].read_text()) == []
     url = page.url
     context.close()
 
