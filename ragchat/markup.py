@@ -4,6 +4,8 @@ source lists.
 
 markdown-it-py renders (raw HTML off, images off: remote images are a tracking and exfiltration
 channel, R-OPS-7); nh3 sanitises what it produced.
+
+References: requirement IDs (R-…): docs/requirements.md.
 """
 
 from __future__ import annotations
