@@ -149,10 +149,12 @@ def make_docx(
     title: str | None = None,
     table: list[list[str]] | None = None,
     heading_level: int = 1,
+    tables: dict[int, list[list[str]]] | None = None,
 ) -> bytes:
     """A Word document: optional Title paragraph, then each (heading, paragraphs) section.
 
-    `table`, when given, is added (rows of cell strings) at the end of the first section.
+    `table`, when given, is added (rows of cell strings) at the end of the first section;
+    `tables[i]` at the end of section i.
     """
     import docx
 
@@ -164,9 +166,10 @@ def make_docx(
         document.add_heading(heading, level=heading_level)
         for paragraph in paragraphs:
             document.add_paragraph(paragraph)
-        if table and index == 0:
-            grid = document.add_table(rows=len(table), cols=len(table[0]))
-            for r, row in enumerate(table):
+        rows = table if table and index == 0 else (tables or {}).get(index)
+        if rows:
+            grid = document.add_table(rows=len(rows), cols=len(rows[0]))
+            for r, row in enumerate(rows):
                 for c, value in enumerate(row):
                     grid.cell(r, c).text = value
     out = io.BytesIO()
@@ -314,8 +317,15 @@ def make_eml(
     return message.as_bytes()
 
 
-def make_odt(sections: list[tuple[str, list[str]]], *, title: str | None = None, table: Rows | None = None) -> bytes:
-    """An OpenDocument text: (heading, paragraphs) sections; `table` at the end of the first."""
+def make_odt(
+    sections: list[tuple[str, list[str]]],
+    *,
+    title: str | None = None,
+    table: Rows | None = None,
+    tables: dict[int, Rows] | None = None,
+) -> bytes:
+    """An OpenDocument text: (heading, paragraphs) sections; `table` at the end of the first,
+    `tables[i]` at the end of section i."""
     from odf.opendocument import OpenDocumentText
     from odf.text import H, P
 
@@ -325,8 +335,9 @@ def make_odt(sections: list[tuple[str, list[str]]], *, title: str | None = None,
         document.text.addElement(H(outlinelevel=1, text=heading))
         for paragraph in paragraphs:
             document.text.addElement(P(text=paragraph))
-        if table and index == 0:
-            document.text.addElement(_odf_table("Table1", table))
+        rows = table if table and index == 0 else (tables or {}).get(index)
+        if rows:
+            document.text.addElement(_odf_table(f"Table{index + 1}", rows))
     out = io.BytesIO()
     document.write(out)
     return out.getvalue()
@@ -353,7 +364,11 @@ def make_ods(sheets: dict[str, list[list]], *, title: str | None = None, empty_r
 
 
 def make_odp(
-    slides: list[tuple[str, list[str]]], *, tables: dict[int, Rows] | None = None, notes: dict[int, str] | None = None
+    slides: list[tuple[str, list[str]]],
+    *,
+    title: str | None = None,
+    tables: dict[int, Rows] | None = None,
+    notes: dict[int, str] | None = None,
 ) -> bytes:
     """An OpenDocument presentation: a title frame and a text frame per slide, optional tables and notes."""
     from odf.draw import Frame, Page, TextBox
@@ -364,6 +379,7 @@ def make_odp(
     from odf.text import P
 
     document = OpenDocumentPresentation()
+    _odf_title(document, title)
     layout = PageLayout(name="Layout")
     document.automaticstyles.addElement(layout)
     master = MasterPage(name="Default", pagelayoutname=layout)
@@ -447,8 +463,10 @@ def make_html(
     title: str = "Test page",
     script: str | None = "alert(1)",
     with_navigation: bool = True,
+    tables: dict[int, list[list[str]]] | None = None,
 ) -> bytes:
-    """A full HTML page: head with title/style, nav and footer furniture, main content, a script."""
+    """A full HTML page: head with title/style, nav and footer furniture, main content, a script;
+    `tables[i]` at the end of section i."""
     parts = ["<!DOCTYPE html>", "<html lang='en'><head><meta charset='utf-8'>"]
     parts.append(f"<title>{html.escape(title)}</title>")
     parts.append("<style>body { font-family: sans-serif; } .hidden-style-text { color: red; }</style>")
@@ -458,9 +476,11 @@ def make_html(
     if with_navigation:
         parts.append("<nav><a href='/'>Home</a> <a href='/menu'>Site menu link</a></nav>")
     parts.append("<main>")
-    for heading, paragraphs in sections:
+    for index, (heading, paragraphs) in enumerate(sections):
         parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts.extend(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+        if tables and index in tables:
+            parts.append(html_table(tables[index]))
     parts.append("<noscript>Please enable JavaScript</noscript>")
     if script is not None:
         parts.append(f"<script type='text/javascript'>{script}</script>")
@@ -469,6 +489,13 @@ def make_html(
         parts.append("<footer>Copyright footer text</footer>")
     parts.append("</body></html>")
     return "\n".join(parts).encode("utf-8")
+
+
+def html_table(rows: list[list[str]]) -> str:
+    """A table with a header row of <th> cells."""
+    head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in rows[0])
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(str(cell))}</td>" for cell in row) + "</tr>" for row in rows[1:])
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def make_markdown(
