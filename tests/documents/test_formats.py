@@ -145,3 +145,17 @@ def test_password_protected_office_file_is_refused_at_upload(people, tags):
             user=people["owner"], data=out.getvalue(), filename="locked.xlsx", tags=[tags["finance"]]
         )
     assert not Document.objects.exists()
+
+
+def test_the_admin_reindexes_the_new_formats(admin_client, upload, vectors):
+    documents = [upload(FILES[name](), name) for name in ("deck.pptx", "sheet.ods", "mail.eml")]
+    response = admin_client.post(
+        "/admin/documents/document/",
+        {"action": "reindex", "_selected_action": [d.pk for d in documents]},
+        follow=True,
+    )
+    assert "Re-indexing 3 document" in response.content.decode()
+    for document in documents:
+        document.refresh_from_db()
+        assert document.status == Document.Status.READY, document.error
+        assert vectors.count(document_id=str(document.id)) == document.chunk_count > 0
