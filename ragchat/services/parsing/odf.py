@@ -20,7 +20,7 @@ from typing import Any
 from ragchat.services.errors import CorruptDocumentError, EncryptedDocumentError
 from ragchat.services.parsing.archive import check_zip
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
-from ragchat.services.parsing.spreadsheet import MAX_COLUMNS, MAX_EMPTY_RUN, SheetReader
+from ragchat.services.parsing.spreadsheet import ENTITIES_MESSAGE, MAX_COLUMNS, MAX_EMPTY_RUN, SheetReader
 from ragchat.services.parsing.tables import table_blocks
 from ragchat.services.parsing.textutil import clean_inline, clean_text, filename_title
 
@@ -38,10 +38,13 @@ def parse(*, data: bytes, filename: str, max_unpacked_bytes: int, kind: str) -> 
     what = _NAMES[kind]
     check_zip(data, max_unpacked_bytes=max_unpacked_bytes, what=f"{what} file")
     _refuse_encrypted(data, what)
+    from defusedxml import DefusedXmlException  # odfpy reads with defusedxml's SAX parser
     from odf.opendocument import load
 
     try:
         document = load(io.BytesIO(data))
+    except DefusedXmlException as e:  # a ValueError: before the general case
+        raise CorruptDocumentError(ENTITIES_MESSAGE.format(what=f"{what} file")) from e
     except (zipfile.BadZipFile, KeyError, ValueError, TypeError, AttributeError, OSError, SyntaxError) as e:
         raise CorruptDocumentError(
             f"This {what} file is damaged and cannot be read; re-save it and upload it again."

@@ -35,27 +35,27 @@ _TOO_MANY_ROWS = (
     f"This spreadsheet has more than {MAX_ROWS:,} rows with data, more than can be searched well; "
     "split it into smaller files or upload only the part people ask about."
 )
+# XML entity declarations have no place in an office file: they are how XXE and "billion laughs" attacks work.
+ENTITIES_MESSAGE = "This {what} declares XML entities, which are refused for safety; re-save it and upload it again."
 _DAMAGED_XLSX = "This Excel file is damaged and cannot be read; open and re-save it in Excel, then upload it again."
 
 
 def parse_xlsx(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocument:
     check_zip(data, max_unpacked_bytes=max_unpacked_bytes, what="Excel file")
+    from defusedxml import DefusedXmlException  # openpyxl parses with defusedxml when it is installed
     from openpyxl import load_workbook
     from openpyxl.utils.exceptions import InvalidFileException
-
-    try:
-        from defusedxml import DefusedXmlException
-    except ImportError:  # openpyxl reads with defusedxml when it is installed; it is a dependency here
-        DefusedXmlException = ValueError  # noqa: N806
 
     try:
         workbook = load_workbook(
             io.BytesIO(data), read_only=True, data_only=True, keep_links=False, keep_vba=False, rich_text=False
         )
+    except DefusedXmlException as e:  # a ValueError: before the general case
+        raise CorruptDocumentError(ENTITIES_MESSAGE.format(what="Excel file")) from e
     except (InvalidFileException, zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError, SyntaxError) as e:
+        if _caused_by(e, DefusedXmlException):  # openpyxl wraps it: "Unable to read workbook"
+            raise CorruptDocumentError(ENTITIES_MESSAGE.format(what="Excel file")) from e
         raise CorruptDocumentError(_DAMAGED_XLSX) from e
-    except DefusedXmlException as e:
-        raise CorruptDocumentError("This Excel file declares XML entities, which are refused for safety.") from e
     reader = SheetReader(max_text=max_unpacked_bytes)
     try:
         for sheet in workbook.worksheets:
@@ -67,10 +67,10 @@ def parse_xlsx(*, data: bytes, filename: str, max_unpacked_bytes: int) -> Parsed
         title = clean_inline(workbook.properties.title or "") if workbook.properties else ""
     except DocumentTooLargeError:
         raise
+    except DefusedXmlException as e:
+        raise CorruptDocumentError(ENTITIES_MESSAGE.format(what="Excel file")) from e
     except (KeyError, ValueError, TypeError, OSError, SyntaxError, zipfile.BadZipFile) as e:
         raise CorruptDocumentError(_DAMAGED_XLSX) from e
-    except DefusedXmlException as e:
-        raise CorruptDocumentError("This Excel file declares XML entities, which are refused for safety.") from e
     finally:
         workbook.close()
     return ParsedDocument(
@@ -81,6 +81,15 @@ def parse_xlsx(*, data: bytes, filename: str, max_unpacked_bytes: int) -> Parsed
         blocks=reader.blocks,
         warnings=reader.warnings,
     )
+
+
+def _caused_by(error: BaseException | None, kind: type[BaseException]) -> bool:
+    seen = 0
+    while error is not None and seen < 10:
+        if isinstance(error, kind):
+            return True
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return False
 
 
 def parse_csv(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocument:

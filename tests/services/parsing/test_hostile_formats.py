@@ -9,7 +9,12 @@ import zipfile
 import pytest
 
 from ragchat.evaluation import docgen
-from ragchat.services.errors import DocumentTooLargeError, EncryptedDocumentError, UnsupportedDocumentError
+from ragchat.services.errors import (
+    CorruptDocumentError,
+    DocumentTooLargeError,
+    EncryptedDocumentError,
+    UnsupportedDocumentError,
+)
 from ragchat.services.parsing import DEFAULT_MAX_BYTES, parse_document
 from ragchat.services.parsing.eml import MAX_ATTACHMENTS
 
@@ -134,3 +139,38 @@ def test_external_links_and_macros_are_never_followed():
     assert [b.text for b in parsed.blocks if b.is_row] == ["Currency: EUR | Rate: 1.17"]
     deck = docgen.add_zip_padding(docgen.make_pptx([("Macro deck", ["Text stays readable."])]), "ppt/vbaProject.bin", 1)
     assert "Text stays readable." in parse_document(data=deck, filename="m.pptm").text
+
+
+def _with_entity(data: bytes, member: str) -> bytes:
+    """The member declares an external entity (XXE) pointing at a file of the server and uses it."""
+    doctype = b'<!DOCTYPE x [<!ENTITY secret SYSTEM "file:///etc/hostname">]>'
+    out = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(out, "w") as target:
+        for item in source.infolist():
+            body = source.read(item.filename)
+            if item.filename == member:
+                body = body.replace(b"?>", b"?>" + doctype, 1).replace(b">Hello<", b">Hello &secret;<", 1)
+            target.writestr(item, body)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("data", "member", "refusal"),
+    [
+        (docgen.make_pptx([("Title", ["Hello"])]), "ppt/slides/slide1.xml", None),
+        (docgen.make_docx([("Title", ["Hello"])]), "word/document.xml", None),
+        (docgen.make_xlsx({"A": [["Item", "Hello"], ["a", "b"]]}), "xl/sharedStrings.xml", "This Excel file declares"),
+        (docgen.make_odt([("Title", ["Hello"])]), "content.xml", "This OpenDocument text file declares"),
+    ],
+    ids=["pptx", "docx", "xlsx", "odt"],
+)
+def test_external_entities_are_never_resolved(data, member, refusal):
+    """python-pptx and python-docx parse with entities off (the text stays as written); openpyxl and
+    odfpy parse with defusedxml, which refuses the declaration: the refusal says so."""
+    hostile = _with_entity(data, member)
+    if refusal is None:
+        parsed = parse_document(data=hostile, filename="x")
+        assert "Hello" in parsed.text and open("/etc/hostname").read().strip() not in parsed.text.split("Hello", 1)[1]
+        return
+    with pytest.raises(CorruptDocumentError, match=f"{refusal} XML entities, which are refused for safety"):
+        parse_document(data=hostile, filename="x")
