@@ -107,10 +107,14 @@ def _attachments(message: EmailMessage) -> tuple[list[Attachment], list[str]]:
         if part.get_content_type() == "message/rfc822":
             inner = part.get_payload()
             inner = inner[0] if isinstance(inner, list) and inner else inner
-            data = inner.as_bytes() if hasattr(inner, "as_bytes") else b""
-            name = name or (_header(inner, "subject") + ".eml" if hasattr(inner, "get") else "message.eml")
+            if isinstance(inner, EmailMessage):
+                data = inner.as_bytes()
+                name = name or f"{_header(inner, 'subject') or 'message'}.eml"
+            else:
+                data = b""
         else:
-            data = part.get_payload(decode=True) or b""
+            payload = part.get_payload(decode=True)
+            data = payload if isinstance(payload, bytes) else b""
         if not data:
             if name:
                 skipped.append(safe_filename(name))
