@@ -30,7 +30,10 @@ MSG_TAG_NOT_ALLOWED = "You may not upload to one of the chosen tags."
 class UploadForm(forms.Form):
     files = MultipleFileField(
         label="Files",
-        help_text="PDF, Word (.docx), HTML, Markdown or plain text.",
+        help_text=(
+            "PDF, Word (.docx), PowerPoint (.pptx), Excel (.xlsx), CSV, OpenDocument (.odt, .ods, .odp), RTF, "
+            "email (.eml), HTML, Markdown or plain text."
+        ),
         error_messages={"required": "Choose at least one file to upload."},
     )
     tags = BoundedModelMultipleChoiceField(
@@ -69,6 +72,14 @@ class FilterForm(forms.Form):
             ("", "Any type"),
             ("pdf", "PDF"),
             ("docx", "Word"),
+            ("pptx", "PowerPoint"),
+            ("xlsx", "Excel"),
+            ("csv", "CSV"),
+            ("odt", "OpenDocument text"),
+            ("ods", "OpenDocument spreadsheet"),
+            ("odp", "OpenDocument presentation"),
+            ("rtf", "RTF"),
+            ("eml", "Email"),
             ("html", "HTML"),
             ("markdown", "Markdown"),
             ("text", "Text"),

@@ -32,7 +32,7 @@ from documents.viewer import document_cache_clear
 from ragchat import live, runtime
 from ragchat.services.errors import DocumentError, EmbeddingError, VectorStoreError
 from ragchat.services.ingestion import document_name, ingest_document
-from ragchat.services.parsing import ParsedDocument, detect_kind, safe_filename
+from ragchat.services.parsing import Attachment, ParsedDocument, detect_kind, safe_filename
 
 logger = logging.getLogger(__name__)
 
@@ -396,11 +396,52 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
         indexed_at=timezone.now(),
     )
     await report(document)
+    if result.parsed.attachments:
+        await _ingest_attachments(document, result.parsed.attachments)
     logger.info(
         "document indexed",
         extra={"document_id": result.document_id, "chunks": result.chunk_count, "seconds": result.timings.as_dict()},
     )
     return IngestResult(result.document_id, document.status, result.chunk_count)
+
+
+async def _ingest_attachments(document: Document, attachments: Sequence[Attachment]) -> None:
+    """An email's attachments become documents of their own, under the email's tags and uploader,
+    each ingested here after the email (so every way of ingesting, inline or in a worker, does it).
+    An attachment's own attachments are not taken out again: one level, at most MAX_ATTACHMENTS."""
+    if document.chunk_metadata.get("attached_to"):
+        return
+    created, problems = await sync_to_async(_attachments_create, thread_sensitive=True)(document, attachments)
+    if problems:
+        await _save(document, warnings=[*document.warnings, *problems])
+    for child in created:
+        await document_ingest(str(child.pk))
+
+
+def _attachments_create(document: Document, attachments: Sequence[Attachment]) -> tuple[list[Document], list[str]]:
+    tags = list(document.tags.all())
+    if document.uploaded_by is None:
+        return [], ["The attachments were not added: the email has no uploader to own them."]
+    created: list[Document] = []
+    problems: list[str] = []
+    for attachment in attachments:
+        try:
+            created.append(
+                document_create(
+                    user=document.uploaded_by,
+                    data=attachment.data,
+                    filename=attachment.filename,
+                    tags=tags,
+                    check_permissions=False,  # the email's tags were checked when it was uploaded
+                    source={"chunk_metadata": {"attached_to": document.document_id}},
+                )
+            )
+        except DuplicateDocument as e:
+            if e.existing.chunk_metadata.get("attached_to") != document.document_id:  # not from an earlier run
+                problems.append(f"Attachment {e}")
+        except UploadRefused as e:
+            problems.append(f"Attachment {e}")
+    return created, problems
 
 
 async def _parsed(document: Document, parsed: ParsedDocument, *, report: ProgressReporter) -> None:

@@ -1,4 +1,4 @@
-"""Ingestion throughput: the evaluation corpus (25 files, every format) through the product's own
+"""Ingestion throughput: the evaluation corpus (every file of every format) through the product's own
 ingestion pipeline (ragchat/services/ingestion.py), several rounds, into a scratch embedded store;
 per-stage seconds come from the pipeline's timings."""
 

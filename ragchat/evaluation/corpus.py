@@ -24,6 +24,7 @@ Markdown, text): the same ones the parser tests use, so nothing binary is commit
 
 from __future__ import annotations
 
+import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,9 @@ class EvalDocument:
     path: str  # relative, "<tag>/<name>.<ext>"; the extension decides the format
     title: str
     sections: list[Section]
+    # Tables by name, rows of cells, the first row the header: after the section of that heading
+    # (a section of their own when none has it), a slide of their own, a sheet of their own.
+    tables: dict[str, list[list[str]]] = field(default_factory=dict)
 
     @property
     def tag(self) -> str:
@@ -700,6 +704,189 @@ DOCUMENTS: list[EvalDocument] = [
             ),
         ],
     ),
+    # ---------------------------------------------------------------- slides, spreadsheets, emails,
+    # OpenDocument, RTF, and tables in Word and HTML: answers that live in a table row
+    EvalDocument(
+        "finance/uk-purchase-approval-matrix.xlsx",
+        "UK Purchase Approval Matrix",
+        [
+            (
+                "About this workbook",
+                ["Approval levels for purchases made by Halvorsen Maritime UK Ltd, in pounds sterling."],
+            )
+        ],
+        {
+            "Approval matrix": [
+                ["Purchase value", "Approval needed", "Request form"],
+                ["Up to 1,000 GBP", "Team lead", "none"],
+                ["1,000 to 10,000 GBP", "UK budget holder", "PR-UK-10"],
+                ["10,000 to 75,000 GBP", "UK Managing Director Fiona Grant", "PR-UK-75"],
+                ["Above 75,000 GBP", "Group Investment Committee", "PR-UK-GIC"],
+            ],
+            "Turnaround": [
+                ["Request form", "Decision within"],
+                ["PR-UK-10", "2 working days"],
+                ["PR-UK-75", "5 working days"],
+                ["PR-UK-GIC", "the next monthly committee meeting"],
+            ],
+        },
+    ),
+    EvalDocument(
+        "hr/public-holidays-2026.csv",
+        "Public Holidays 2026",
+        [],
+        {
+            "Public holidays": [
+                ["Date", "Holiday", "Offices closed"],
+                ["1 January 2026", "New Year's Day", "Oslo, Bergen, Rotterdam"],
+                ["27 April 2026", "King's Day", "Rotterdam"],
+                ["1 May 2026", "Labour Day", "Oslo, Bergen"],
+                ["17 May 2026", "Constitution Day", "Oslo, Bergen"],
+                ["25 May 2026", "Whit Monday", "Oslo, Bergen, Rotterdam"],
+                ["26 December 2026", "Boxing Day", "Oslo, Bergen, Rotterdam"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "it/new-starter-it-briefing.pptx",
+        "New Starter IT Briefing",
+        [
+            (
+                "Your first hour",
+                [
+                    "Collect your laptop from the Genbyte counter on floor 2.",
+                    "Sign in with the temporary code from your welcome letter and enrol your phone in Authenticator.",
+                ],
+            ),
+            (
+                "Getting help",
+                ["Chat with the bot Skipper in Teams for password resets, day and night."],
+            ),
+        ],
+        {
+            "Business systems and their owners": [
+                ["System", "Used for", "Owner"],
+                ["Kestrel CRM", "customer accounts and sales", "Henrik Aas"],
+                ["Tidewater ERP", "orders, stock and invoices", "Maja Lund"],
+                ["Beacon", "ship position tracking", "Olav Brekke"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "legal/records-retention-schedule.ods",
+        "Records Retention Schedule",
+        [],
+        {
+            "Retention": [
+                ["Record type", "Keep for", "Owner"],
+                ["Ship logbooks", "25 years", "Fleet Operations"],
+                ["Crew medical certificates", "10 years after sign-off", "Marine HR"],
+                ["Customer contracts", "10 years after expiry", "Legal"],
+                ["CCTV recordings", "30 days", "Facilities"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "security/security-week-talk.odp",
+        "Security Week Talk",
+        [
+            ("Why security week", ["Every October the security team runs Security Week with a capture-the-flag."]),
+            (
+                "The badge rule",
+                ["Wear your access badge visibly; tailgating through the turnstiles is a disciplinary matter."],
+            ),
+        ],
+        {
+            "Prizes": [
+                ["Place", "Prize"],
+                ["First place", "a weekend cabin at Geilo"],
+                ["Second place", "noise-cancelling headphones"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "public/visitor-guide.odt",
+        "Visitor Guide (Bergen)",
+        [
+            (
+                "Arriving",
+                ["The Bergen office is at Bryggen 7; visitors report to the harbour-side entrance."],
+            ),
+            ("Parking", ["Visitor parking is arranged through reception."]),
+        ],
+        {
+            "Parking": [
+                ["Car park", "Distance", "Price per day"],
+                ["Bryggen P-hus", "3 minutes on foot", "310 NOK"],
+                ["Festplassen", "9 minutes on foot", "240 NOK"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "hr/canteen-notice.rtf",
+        "Canteen Notice (Bergen)",
+        [
+            (
+                "Opening hours",
+                ["The Bergen canteen serves lunch from 11:15 to 13:00; on Fridays fish soup is served."],
+            ),
+            ("Allergies", ["Tell the kitchen manager Sunniva Dahl about allergies one day in advance."]),
+        ],
+    ),
+    EvalDocument(
+        "finance/q3-forecast-email.eml",
+        "Q3 forecast: submission deadline",
+        [
+            (
+                "Message",
+                [
+                    "Hello budget holders, the Q3 forecast is due in Anaplan by 12 September.",
+                    "Please include travel separately. Regards, Karin Eide, FP&A",
+                ],
+            )
+        ],
+        {
+            "Forecast owners": [
+                ["Division", "Forecast owner"],
+                ["Shipping", "Lars Moe"],
+                ["Port services", "Eva Strand"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "hr/overtime-compensation.docx",
+        "Overtime Compensation",
+        [
+            ("Principles", ["Overtime must be agreed in advance and is paid with the next salary."]),
+            ("Rates", ["The supplement depends on when the overtime is worked."]),
+        ],
+        {
+            "Rates": [
+                ["When worked", "Supplement", "Time off instead"],
+                ["Weekday evenings", "40 percent", "allowed"],
+                ["Saturdays", "50 percent", "allowed"],
+                ["Sundays and public holidays", "100 percent", "not allowed"],
+            ]
+        },
+    ),
+    EvalDocument(
+        "it/software-catalogue.html",
+        "Software Catalogue",
+        [
+            (
+                "How to request software",
+                ["Request software in the Helix Desk portal; licences are assigned within a day."],
+            )
+        ],
+        {
+            "Approved software": [
+                ["Software", "Licence type", "Approved for"],
+                ["Figma", "named user", "design and marketing"],
+                ["Tableau", "named user", "finance analysts"],
+                ["Notepad++", "free", "everyone"],
+            ]
+        },
+    ),
 ]
 
 
@@ -737,6 +924,17 @@ ACS = "security/access-control-standard.md"
 PH = "security/phishing-awareness.txt"
 CO = "public/company-overview.md"
 OF = "public/office-facilities.html"
+
+PAM = "finance/uk-purchase-approval-matrix.xlsx"
+HOL = "hr/public-holidays-2026.csv"
+BRIEF = "it/new-starter-it-briefing.pptx"
+RET = "legal/records-retention-schedule.ods"
+SWT = "security/security-week-talk.odp"
+VG = "public/visitor-guide.odt"
+CAN = "hr/canteen-notice.rtf"
+FC = "finance/q3-forecast-email.eml"
+OT = "hr/overtime-compensation.docx"
+SW = "it/software-catalogue.html"
 
 QUESTIONS: list[GoldQuestion] = [
     # HR
@@ -964,6 +1162,35 @@ QUESTIONS: list[GoldQuestion] = [
     _q("What click rate do we aim for in phishing tests?", PH, "below 3 percent", kind="glossary"),
     _q("Can I copy files to a thumb drive?", AUP, "USB mass storage", kind="glossary"),
     _q("How many weeks of maternity leave are paid?", PL, "20 weeks", kind="glossary"),
+    # answers in a table row (spreadsheets, slides, Word, HTML, OpenDocument, email) and the new formats
+    _q("Which approval does a 5,000 GBP purchase need?", PAM, "Approval needed: UK budget holder", kind="table"),
+    _q("Who approves a 40,000 GBP purchase in the UK?", PAM, "Fiona Grant", kind="table"),
+    _q("How quickly is a PR-UK-75 request decided?", PAM, "Decision within: 5 working days", kind="table"),
+    _q(
+        "Is the Rotterdam office closed on King's Day?",
+        HOL,
+        "Holiday: King's Day | Offices closed: Rotterdam",
+        kind="table",
+    ),
+    _q("Which offices close on 17 May 2026?", HOL, "Constitution Day", kind="table"),
+    _q("Who owns the Kestrel CRM system?", BRIEF, "Owner: Henrik Aas", kind="table"),
+    _q("What is Tidewater ERP used for?", BRIEF, "orders, stock and invoices", kind="table"),
+    _q("Where do new starters collect their laptop?", BRIEF, "Genbyte counter"),
+    _q("Which bot resets passwords in Teams?", BRIEF, "Skipper", kind="name"),
+    _q("How long do we keep ship logbooks?", RET, "Keep for: 25 years", kind="table"),
+    _q("How long are CCTV recordings kept?", RET, "Keep for: 30 days", kind="table"),
+    _q("What is the first prize in Security Week?", SWT, "weekend cabin at Geilo", kind="table"),
+    _q("Is tailgating through the turnstiles allowed?", SWT, "disciplinary matter"),
+    _q("How much does a day of parking at Festplassen cost?", VG, "Price per day: 240 NOK", kind="table"),
+    _q("What is the address of the Bergen office?", VG, "Bryggen 7"),
+    _q("When does the Bergen canteen serve lunch?", CAN, "11:15 to 13:00"),
+    _q("Who do I tell about food allergies in Bergen?", CAN, "Sunniva Dahl", kind="name"),
+    _q("When is the Q3 forecast due?", FC, "12 September"),
+    _q("Who owns the forecast for port services?", FC, "Forecast owner: Eva Strand", kind="table"),
+    _q("What is the overtime supplement on Sundays?", OT, "Supplement: 100 percent", kind="table"),
+    _q("Can I take time off instead of pay for Saturday overtime?", OT, "Time off instead: allowed", kind="table"),
+    _q("Which licence type does Tableau have and who may use it?", SW, "finance analysts", kind="table"),
+    _q("Who is approved to use Figma?", SW, "Approved for: design and marketing", kind="table"),
     # askers holding one tag only
     _q("How long are CVs of rejected applicants kept?", DP, "after six months", tags=["legal"]),
     _q("Which account is locked after failed attempts and for how long?", PW, "locked for 15 minutes", tags=["it"]),
@@ -1015,28 +1242,56 @@ def boilerplate(document: EvalDocument) -> list[Section]:
 
 
 def render(document: EvalDocument) -> bytes:
-    """The document's bytes in the format its extension names (with its boilerplate sections)."""
+    """The document's bytes in the format its extension names (with its boilerplate sections, and
+    its tables where that format keeps them)."""
     from ragchat.evaluation import docgen
 
-    document = EvalDocument(
-        document.path, document.title, [*boilerplate(document)[:1], *document.sections, *boilerplate(document)[1:]]
-    )
-
     extension = document.path.rsplit(".", 1)[-1]
+    tables = document.tables
+    if extension in {"xlsx", "ods", "csv"}:  # a workbook: its tables are the sheets
+        if extension == "csv":
+            return docgen.make_csv(next(iter(tables.values())))
+        sheets: dict[str, list[list]] = dict(tables)
+        notes = [[paragraph] for _, paragraphs in document.sections for paragraph in paragraphs]
+        if notes:
+            sheets["Read me"] = notes
+        if extension == "xlsx":
+            return docgen.make_xlsx(sheets, title=document.title)
+        return docgen.make_ods(sheets, title=document.title)
+    sections = [*boilerplate(document)[:1], *document.sections, *boilerplate(document)[1:]]
+    headings = [heading for heading, _ in sections]
+    # a table goes after the section of its name, or into a section of its own before the last
+    for name in tables:
+        if name not in headings:
+            sections.insert(len(sections) - 1, (name, []))
+            headings.insert(len(headings) - 1, name)
+    at = {headings.index(name): rows for name, rows in tables.items()}
     if extension == "pdf":
-        pages = ["\n".join([heading, *paragraphs]) for heading, paragraphs in document.sections]
-        return docgen.make_pdf(pages, title=document.title, sections=[h for h, _ in document.sections])
+        pages = ["\n".join([heading, *paragraphs]) for heading, paragraphs in sections]
+        return docgen.make_pdf(pages, title=document.title, sections=headings)
     if extension == "docx":
-        return docgen.make_docx(document.sections, title=document.title)
+        return docgen.make_docx(sections, title=document.title, tables=at)
+    if extension == "odt":
+        return docgen.make_odt(sections, title=document.title, tables=at)
     if extension == "html":
-        return docgen.make_html(document.sections, title=document.title, script=None)
+        return docgen.make_html(sections, title=document.title, script=None, tables=at)
+    if extension in {"pptx", "odp"}:
+        maker = docgen.make_pptx if extension == "pptx" else docgen.make_odp
+        return maker(sections, title=document.title, tables=at)
+    if extension == "eml":
+        body = [paragraph for _, paragraphs in document.sections for paragraph in paragraphs]
+        table_html = "".join(docgen.html_table(rows) for rows in tables.values())
+        html_body = "".join(f"<p>{html.escape(p)}</p>" for p in body) + table_html
+        return docgen.make_eml(subject=document.title, body="\n\n".join(body), html_body=html_body)
     if extension == "md":
-        return docgen.make_markdown(document.sections, title=document.title)
+        return docgen.make_markdown(sections, title=document.title)
+    paragraphs = [document.title]
+    for heading, body in sections:
+        paragraphs += [heading, *body]
     if extension == "txt":
-        paragraphs = [document.title]
-        for heading, body in document.sections:
-            paragraphs += [heading, *body]
         return docgen.make_text(paragraphs)
+    if extension == "rtf":
+        return docgen.make_rtf(paragraphs)
     raise ValueError(f"no renderer for {document.path}")
 
 

@@ -49,7 +49,24 @@ TENANT = "default"
 INTRUDER_TENANT = "eval-intruder"
 RANK_DEPTH = 20  # chunks fetched per search; documents are ranked from them
 EMBEDDERS = {"local": "all-MiniLM-L6-v2", "hashing": "hashing-384"}
-SUPPORTED_SUFFIXES = {".pdf", ".docx", ".html", ".htm", ".md", ".markdown", ".txt", ".text"}
+SUPPORTED_SUFFIXES = {
+    ".pdf",
+    ".docx",
+    ".pptx",
+    ".xlsx",
+    ".csv",
+    ".odt",
+    ".ods",
+    ".odp",
+    ".rtf",
+    ".eml",
+    ".html",
+    ".htm",
+    ".md",
+    ".markdown",
+    ".txt",
+    ".text",
+}
 
 
 @dataclass(frozen=True)
@@ -109,13 +126,16 @@ def load_questions(path: str | Path) -> list[Question]:
 
 
 def corpus_files(folder: str | Path) -> list[tuple[str, str]]:
-    """(relative path, tag) of every file we can read under `folder`; the first folder is the tag."""
+    """(relative path, tag) of every file we can read under `folder`; the first folder is the tag
+    (the glossary.csv at the top is the glossary, not a document)."""
     root = Path(folder)
     out = []
     for path in sorted(root.rglob("*")):
         if not path.is_file() or path.suffix.lower() not in SUPPORTED_SUFFIXES:
             continue
         relative = path.relative_to(root).as_posix()
+        if relative == GLOSSARY_FILE:  # the folder's glossary, not a document
+            continue
         parts = PurePosixPath(relative).parts
         tag = parts[0].lower() if len(parts) > 1 else PUBLIC_TAG
         out.append((relative, tag))
@@ -347,9 +367,35 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
     kinds = sorted({r["kind"] for r in rows})
     out["recall@5_by_kind"] = {k: metrics.mean([r["recall@5"] for r in rows if r["kind"] == k]) for k in kinds}
+    out["by_format"] = format_summary(rows)
     out["conversation"] = conversation_summary(rows)
     out["glossary"] = glossary_summary(rows)
     return out
+
+
+def document_format(path: str) -> str:
+    """A corpus file's format, named by its extension ("pptx", "xlsx", "md")."""
+    suffix = PurePosixPath(path).suffix.lower().lstrip(".")
+    return {"htm": "html", "markdown": "md", "text": "txt"}.get(suffix, suffix or "?")
+
+
+def format_summary(rows: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Recall@5 and support@5 per format of the questions' relevant documents (a question about
+    documents of two formats counts for both); table questions (kind "table") also on their own."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        for name in sorted({document_format(path) for path in row["relevant"]}):
+            groups.setdefault(name, []).append(row)
+        if row["kind"] == "table":
+            groups.setdefault("table rows", []).append(row)
+    return {
+        name: {
+            "questions": len(group),
+            "recall@5": metrics.mean([r["recall@5"] for r in group]),
+            "support@5": metrics.mean([1.0 if r["support@5"] else 0.0 for r in group]),
+        }
+        for name, group in sorted(groups.items())
+    }
 
 
 def glossary_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -617,6 +663,15 @@ def format_table(report: dict[str, Any]) -> str:
                 for mode, s in report["modes"].items()
             )
         )
+    for mode, summary in report["modes"].items():
+        if summary.get("by_format"):
+            lines.append(
+                f"{mode} by format (questions, recall@5, support@5): "
+                + "; ".join(
+                    f"{name} {f['questions']} {f['recall@5']:.2f} {f['support@5']:.2f}"
+                    for name, f in summary["by_format"].items()
+                )
+            )
     for mode, summary in report["modes"].items():
         for kind, c in summary.get("conversation", {}).items():
             lines.append(

@@ -3,11 +3,15 @@
 Sentence-aware: chunks are packed from whole sentences; a sentence longer than a chunk is split on
 word boundaries. Token-aware: sizes come from the `count_tokens` callable (the embedder's own
 tokenizer in production), so "204 tokens" means what the model will see. Chunks never cross a
-section heading: a new section starts a new chunk, and the section's heading text opens it.
+section heading: a new section starts a new chunk, and the section's heading text opens it. A table
+row (`TextBlock.is_row`, each cell labelled with its column's header) is one piece, never split
+across chunks unless it alone is longer than a chunk.
 
 Axiom A6 of docs/specs/rag-standard-v1.md: no chunk is longer than `chunk_size`; consecutive chunks
 of one section share an overlap within +-20 tokens of `overlap`. The overlap is a tail of the previous chunk: whole
 sentences when they land within +-OVERLAP_SENTENCE_SLACK tokens of the setting, else whole words.
+Inside a table the overlap is whole rows (none when one row alone is longer than the overlap and
+its margin), so that no chunk opens with half a row.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ class _Piece:
     tokens: int  # content tokens, without the tokenizer's special tokens
     page: int | None
     joiner: str = " "  # placed before the piece when it is not the first in its chunk
+    row: bool = False  # a table row: carried into the next chunk's overlap whole or not at all
 
 
 class _Counter:
@@ -194,7 +199,8 @@ def _has_body(blocks: list[TextBlock]) -> bool:
 def _pieces(blocks: list[TextBlock], *, counter: _Counter, limit: int) -> list[_Piece]:
     pieces: list[_Piece] = []
     for block in blocks:
-        sentences = [block.text.strip()] if block.is_heading else split_sentences(block.text)
+        # a heading and a table row stay whole (a row's cells are not sentences)
+        sentences = [block.text.strip()] if block.is_heading or block.is_row else split_sentences(block.text)
         joiner = "\n"  # a new block (paragraph, heading, table) starts on its own line
         for sentence in sentences:
             sentence = _normalise_space(sentence)
@@ -203,7 +209,7 @@ def _pieces(blocks: list[TextBlock], *, counter: _Counter, limit: int) -> list[_
             tokens = counter.content(sentence)
             parts = [(sentence, tokens)] if tokens <= limit else _split_long(sentence, counter=counter, limit=limit)
             for text, count in parts:
-                pieces.append(_Piece(text=text, tokens=count, page=block.page_number, joiner=joiner))
+                pieces.append(_Piece(text=text, tokens=count, page=block.page_number, joiner=joiner, row=block.is_row))
                 joiner = " "
     return pieces
 
@@ -298,6 +304,8 @@ def _overlap_tail(pieces: list[_Piece], *, counter: _Counter, overlap: int) -> l
     """The end of a chunk, about `overlap` tokens long, to open the next chunk with."""
     if overlap <= 0 or len(pieces) < 1:
         return []
+    if pieces[-1].row:
+        return _row_tail(pieces, overlap=overlap)
     # Whole sentences, when they come close enough to the setting.
     best_k, best_gap, total = 0, None, 0
     for k in range(1, len(pieces)):
@@ -326,6 +334,22 @@ def _overlap_tail(pieces: list[_Piece], *, counter: _Counter, overlap: int) -> l
     tail = text[best_start:]
     page = next(piece.page for offset, piece in reversed(list(zip(starts, pieces))) if offset <= best_start)
     return [_Piece(text=tail, tokens=counter.content(tail), page=page)]
+
+
+def _row_tail(pieces: list[_Piece], *, overlap: int) -> list[_Piece]:
+    """Whole trailing rows of a table, closest to `overlap` without passing it by more than the
+    margin; none when a single row is longer (each row carries its header, so it needs no context)."""
+    best_k, best_gap, total = 0, None, 0
+    for k in range(1, len(pieces)):
+        if not pieces[-k].row:
+            break
+        total += pieces[-k].tokens
+        if total > overlap + OVERLAP_MARGIN:
+            break
+        gap = abs(total - overlap)
+        if best_gap is None or gap < best_gap:
+            best_k, best_gap = k, gap
+    return list(pieces[-best_k:]) if best_k else []
 
 
 def _piece_starts(pieces: list[_Piece]) -> list[int]:

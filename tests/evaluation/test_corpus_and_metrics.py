@@ -9,7 +9,7 @@ import pytest
 
 from ragchat.evaluation import metrics
 from ragchat.evaluation.corpus import DOCUMENTS, QUESTIONS, write_corpus
-from ragchat.evaluation.runner import corpus_files, load_questions
+from ragchat.evaluation.runner import corpus_files, document_format, load_questions
 from ragchat.services.parsing import parse_document
 
 
@@ -25,8 +25,43 @@ def test_corpus_has_20_documents_in_4_tags_in_every_format(corpus):
     tags = {tag for _, tag in files}
     assert len(tags - {"public"}) >= 4
     formats = Counter(Path(path).suffix for path, _ in files)
-    assert set(formats) == {".pdf", ".docx", ".html", ".md", ".txt"}
-    assert all(count >= 4 for count in formats.values())
+    assert set(formats) == {
+        ".pdf",
+        ".docx",
+        ".html",
+        ".md",
+        ".txt",
+        ".pptx",
+        ".xlsx",
+        ".csv",
+        ".odt",
+        ".ods",
+        ".odp",
+    } | {
+        ".rtf",
+        ".eml",
+    }
+    assert all(count >= 4 for suffix, count in formats.items() if suffix in {".pdf", ".docx", ".html", ".md", ".txt"})
+
+
+def test_the_corpus_files_are_read_as_the_format_their_name_says(corpus):
+    folder, _ = corpus
+    for path, _ in corpus_files(folder):
+        parsed = parse_document(data=(folder / path).read_bytes(), filename=Path(path).name)
+        assert document_format(path) == {"markdown": "md", "text": "txt"}.get(parsed.kind, parsed.kind), path
+
+
+def test_table_questions_are_answered_by_a_row_carrying_its_header(corpus):
+    """A table question's support phrase is a labelled cell ("Approval needed: UK budget holder") or
+    a value, and it sits in one row block of its document."""
+    folder, _ = corpus
+    table_questions = [q for q in QUESTIONS if q.kind == "table"]
+    assert len(table_questions) >= 15
+    for question in table_questions:
+        path = question.relevant_documents[0]
+        parsed = parse_document(data=(folder / path).read_bytes(), filename=Path(path).name)
+        rows = [block.text for block in parsed.blocks if block.is_row]
+        assert any(question.support_phrases[0].lower() in row.lower() for row in rows), question.question
 
 
 def test_gold_questions_cover_follow_ups_acronyms_names_and_codes(corpus):

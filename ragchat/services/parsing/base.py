@@ -14,29 +14,48 @@ MIME_TYPES = {
     "html": "text/html",
     "markdown": "text/markdown",
     "text": "text/plain",
+    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+    "xlsx": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+    "csv": "text/csv",
+    "eml": "message/rfc822",
+    "odt": "application/vnd.oasis.opendocument.text",
+    "ods": "application/vnd.oasis.opendocument.spreadsheet",
+    "odp": "application/vnd.oasis.opendocument.presentation",
+    "rtf": "application/rtf",
 }
 
 
 @dataclass(frozen=True)
 class TextBlock:
-    """A paragraph-sized piece of text; `is_heading` marks a section heading's own text."""
+    """A paragraph-sized piece of text; `is_heading` marks a section heading's own text, `is_row`
+    one row of a table (tables.py), which the chunker keeps whole."""
 
     text: str
     page_number: int | None = None
     section: str | None = None
     is_heading: bool = False
+    is_row: bool = False
+
+
+@dataclass(frozen=True)
+class Attachment:
+    """A file carried inside a document (an email's attachment), ingested as a document of its own."""
+
+    filename: str
+    data: bytes
 
 
 @dataclass(frozen=True)
 class ParsedDocument:
     mime_type: str
-    kind: str  # "pdf" | "docx" | "html" | "markdown" | "text"
+    kind: str  # a key of MIME_TYPES
     title: str
     pages: int | None
     blocks: list[TextBlock] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     # Pages whose text came from text recognition (scanned pages of a PDF), 1-based.
     ocr_pages: list[int] = field(default_factory=list)
+    attachments: list[Attachment] = field(default_factory=list)
 
     @property
     def text(self) -> str:

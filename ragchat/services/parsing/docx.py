@@ -11,19 +11,15 @@ import zipfile
 from collections.abc import Iterator
 from typing import Any
 
-from ragchat.services.errors import CorruptDocumentError, DocumentTooLargeError
+from ragchat.services.errors import CorruptDocumentError
+from ragchat.services.parsing.archive import check_zip
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
-from ragchat.services.parsing.textutil import clean_inline, filename_title, human_size
-
-# A DOCX member that inflates more than this many times, and to more than the floor below, is a
-# zip bomb: real Word XML compresses roughly 5-20x, a bomb's padding 1000x.
-MAX_COMPRESSION_RATIO = 100
-RATIO_CHECK_FLOOR_BYTES = 5 * 1024 * 1024
-MAX_ZIP_MEMBERS = 10_000
+from ragchat.services.parsing.tables import table_blocks
+from ragchat.services.parsing.textutil import clean_inline, filename_title
 
 
 def parse(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocument:
-    _check_zip_bomb(data, max_unpacked_bytes)
+    check_zip(data, max_unpacked_bytes=max_unpacked_bytes, what="Word document")
     import docx
     from docx.opc.exceptions import PackageNotFoundError
     from lxml.etree import XMLSyntaxError
@@ -41,28 +37,6 @@ def parse(*, data: bytes, filename: str, max_unpacked_bytes: int) -> ParsedDocum
     return ParsedDocument(
         mime_type=MIME_TYPES["docx"], kind="docx", title=title, pages=None, blocks=blocks, warnings=[]
     )
-
-
-def _check_zip_bomb(data: bytes, max_unpacked_bytes: int) -> None:
-    """Refuse from the declared sizes, before anything is inflated (zipfile stops at the declared size)."""
-    try:
-        with zipfile.ZipFile(io.BytesIO(data)) as archive:
-            members = archive.infolist()
-    except (zipfile.BadZipFile, ValueError, OSError) as e:
-        raise CorruptDocumentError("This Word document is damaged and cannot be opened.") from e
-    if len(members) > MAX_ZIP_MEMBERS:
-        raise DocumentTooLargeError("This Word document holds too many internal parts to be read safely.")
-    total = sum(member.file_size for member in members)
-    if total > max_unpacked_bytes:
-        raise DocumentTooLargeError(
-            f"This Word document unpacks to {human_size(total)}, over the {human_size(max_unpacked_bytes)} limit."
-        )
-    for member in members:
-        ratio = member.file_size / max(member.compress_size, 1)
-        if member.file_size > RATIO_CHECK_FLOOR_BYTES and ratio > MAX_COMPRESSION_RATIO:
-            raise DocumentTooLargeError(
-                "This Word document is compressed suspiciously hard (a possible zip bomb) and was not opened."
-            )
 
 
 def _docx_blocks(document: Any) -> Iterator[TextBlock]:
@@ -83,9 +57,7 @@ def _docx_blocks(document: Any) -> Iterator[TextBlock]:
             else:
                 yield TextBlock(text=text, section=section)
         elif tag == "tbl":
-            text = _docx_table_text(Table(child, document))
-            if text:
-                yield TextBlock(text=text, section=section)
+            yield from _docx_table_blocks(Table(child, document), section)
 
 
 def _docx_heading_level(paragraph: Any) -> int | None:
@@ -106,7 +78,7 @@ def _docx_heading_level(paragraph: Any) -> int | None:
     return None
 
 
-def _docx_table_text(table: Any) -> str:
+def _docx_table_blocks(table: Any, section: str | None) -> list[TextBlock]:
     rows = []
     for row in table.rows:
         cells: list[str] = []
@@ -116,9 +88,8 @@ def _docx_table_text(table: Any) -> str:
             if id(cell._tc) in seen:
                 continue
             seen.add(id(cell._tc))
-            text = clean_inline(cell.text)
-            if text:
-                cells.append(text)
-        if cells:
-            rows.append(" | ".join(cells))
-    return "\n".join(rows)
+            cells.append(clean_inline(cell.text))
+        rows.append(cells)
+    # Word marks a header row that repeats on every page; otherwise the first row is judged
+    marked = bool(table.rows) and bool(table.rows[0]._tr.xpath("./w:trPr/w:tblHeader"))
+    return table_blocks(rows, section=section, has_header=True if marked else None)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
+from ragchat.services.parsing.tables import table_blocks
 from ragchat.services.parsing.textutil import clean_inline, filename_title
 
 # Dropped with their content: executable, invisible or site furniture.
@@ -115,6 +116,9 @@ class _HtmlWalker:
             if text:
                 self.section = text
                 self.blocks.append(TextBlock(text=text, section=text, is_heading=True))
+        elif name == "table":
+            self._flush()
+            self.blocks.extend(_html_table_blocks(tag, self.section))
         elif name == "br":
             self.buffer.append("\n")
         elif name in {"td", "th"}:
@@ -132,6 +136,23 @@ class _HtmlWalker:
         self.buffer = []
         if text:
             self.blocks.append(TextBlock(text=text, section=self.section))
+
+
+def _html_table_blocks(table: Any, section: str | None) -> list[TextBlock]:
+    """Rows of this table (not of tables nested in its cells); a first row of <th> cells, or one
+    inside <thead>, is the header."""
+    rows: list[list[str]] = []
+    first_is_header = False
+    for tr in table.find_all("tr"):
+        if tr.find_parent("table") is not table:
+            continue
+        cells = [cell for cell in tr.find_all(["td", "th"]) if cell.find_parent("tr") is tr]
+        if not cells:
+            continue
+        if not rows:
+            first_is_header = tr.find_parent("thead") is not None or all(cell.name == "th" for cell in cells)
+        rows.append([clean_inline(cell.get_text(" ")) for cell in cells])
+    return table_blocks(rows, section=section, has_header=True if first_is_header else None)
 
 
 def html_fragment_text(fragment: str) -> str:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from ragchat.services.parsing.base import MIME_TYPES, ParsedDocument, TextBlock
 from ragchat.services.parsing.html import html_fragment_text
+from ragchat.services.parsing.tables import table_blocks
 from ragchat.services.parsing.textutil import clean_inline, clean_text, decode_text, filename_title
 
 if TYPE_CHECKING:  # imported lazily at run time, like every parsing library
@@ -43,6 +44,7 @@ def _markdown_blocks(tokens: Sequence[Token]) -> list[TextBlock]:
     in_heading = False
     in_table = False
     row: list[str] = []
+    rows: list[list[str]] = []
     for token in tokens:
         kind = token.type
         if kind == "heading_open":
@@ -53,20 +55,24 @@ def _markdown_blocks(tokens: Sequence[Token]) -> list[TextBlock]:
             in_table = True
         elif kind == "table_close":
             in_table = False
+            blocks.extend(table_blocks(rows, section=section, has_header=True))  # GFM tables always have one
+            rows = []
         elif kind == "inline":
             text = clean_inline(_markdown_inline_text(token))
+            if in_table and row:
+                row[-1] = text
+                continue
             if not text:
                 continue
             if in_heading:
                 section = text
                 blocks.append(TextBlock(text=text, section=section, is_heading=True))
-            elif in_table:
-                row.append(text)
             else:
                 blocks.append(TextBlock(text=text, section=section))
+        elif kind in {"th_open", "td_open"}:
+            row.append("")  # filled by the cell's inline token; an empty cell keeps the columns in line
         elif kind == "tr_close":
-            if row:
-                blocks.append(TextBlock(text=" | ".join(row), section=section))
+            rows.append(row)
             row = []
         elif kind in {"fence", "code_block"}:
             code = token.content.strip("\n")

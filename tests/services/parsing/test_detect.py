@@ -22,6 +22,14 @@ from ragchat.services.parsing import detect_kind, parse_document
     [
         (docgen.make_pdf(["x"]), "report.txt", "pdf"),
         (docgen.make_docx([("A", ["b"])]), "report.pdf", "docx"),
+        (docgen.make_pptx([("A", ["b"])]), "report.docx", "pptx"),
+        (docgen.make_xlsx({"A": [["a", "b"]]}), "report.pptx", "xlsx"),
+        (docgen.make_odt([("A", ["b"])]), "report.xlsx", "odt"),
+        (docgen.make_ods({"A": [["a", "b"]]}), "report.odt", "ods"),
+        (docgen.make_odp([("A", ["b"])]), "report.ods", "odp"),
+        (docgen.make_rtf(["a"]), "report.txt", "rtf"),
+        (docgen.make_eml(subject="A", body="b"), "report.txt", "eml"),
+        (b"a,b\n1,2\n", "report.csv", "csv"),
         (b"<!DOCTYPE html><html><body><p>x</p></body></html>", "page.md", "html"),
         (b"# Title\n\ntext", "notes.markdown", "markdown"),
         (b"# Title\n\ntext", "notes", "text"),
@@ -55,7 +63,10 @@ def test_unsupported_binary_types(data, filename, expected):
     with pytest.raises(UnsupportedDocumentError) as caught:
         parse_document(data=data, filename=filename)
     assert expected in str(caught.value)
-    assert "Upload PDF, Word (.docx), HTML, Markdown or plain text." in str(caught.value)
+    assert str(caught.value).endswith(
+        "Upload PDF, Word (.docx), PowerPoint (.pptx), Excel (.xlsx), CSV, OpenDocument (.odt, .ods, .odp), RTF, "
+        "email (.eml), HTML, Markdown or plain text."
+    )
 
 
 def test_text_renamed_pdf_is_refused_as_not_a_pdf():

@@ -43,4 +43,4 @@ def test_markdown_keeps_identifiers_written_with_underscores():
     texts = [b.text for b in parsed.blocks]
     assert "Set __debug__ to False, edit __init__.py and call _private_ once." in texts
     assert "Real emphasis stays plain: bold, really important and star." in texts
-    assert "__slots__ | no dict" in texts
+    assert "flag: __slots__ | meaning: no dict" in texts
