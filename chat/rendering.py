@@ -79,11 +79,30 @@ def _markdown() -> MarkdownIt:
     return md
 
 
+def _inside_link(element: str, attribute: str, value: str) -> str | None:
+    """A link of an answer keeps its address only inside the app (a relative path), as an email
+    address, or on a domain of RAG_ALLOWLIST_DOMAINS: a document that tells the model to add a link
+    to an outside address (phishing, exfiltration in the query string) leaves plain text."""
+    if element != "a" or attribute != "href":
+        return value
+    from django.conf import settings
+
+    from ragchat.services.web.urls import host_allowed, normalise_domains
+
+    address = value.strip()
+    if address.startswith("mailto:") or (address.startswith("/") and not address.startswith("//")):
+        return value
+    if address.startswith("#"):
+        return value
+    return value if host_allowed(address, normalise_domains(getattr(settings, "RAG_ALLOWLIST_DOMAINS", ()))) else None
+
+
 def sanitize_html(html: str) -> str:
     return nh3.clean(
         html,
         tags=_ALLOWED_TAGS,
         attributes=_ALLOWED_ATTRIBUTES,
+        attribute_filter=_inside_link,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener nofollow noreferrer",
         set_tag_attribute_values={"a": {"target": "_blank"}},
