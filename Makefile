@@ -61,7 +61,7 @@ evaluate-real: llm-lane
 
 ## The tests marked real_model (chat websocket, API, streaming, citations, hostile documents) on real tokens.
 test-real: llm-lane
-	RAGCHAT_LLM_VENV=$(LLM_VENV) $(BIN)/pytest -q -p no:cacheprovider -m real_model
+	RAGCHAT_REAL_MODEL=1 RAGCHAT_LLM_VENV=$(LLM_VENV) $(BIN)/pytest -q -p no:cacheprovider -m real_model
 
 bench: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py bench
