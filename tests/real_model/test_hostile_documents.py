@@ -210,3 +210,15 @@ def test_streamed_answer_over_the_websocket_renders_no_outside_link_image_or_ver
         stored = ann.get(f"/sessions/{session}").json()["messages"][-1]
     assert stored["role"] == "assistant" and stored["citations"]
     assert_safe_text(stored["content"])
+
+
+def test_a_question_no_document_answers_is_routed_to_a_person(server, model, obeying):
+    if obeying is not None:  # the fake plays a model that declines and rates its answer low
+        obeying.reply("I don't have enough information in the available documents to answer this question.")
+        obeying.rating(10)
+    with client(server, "ann") as ann:
+        response = ann.post("/chat", json={"question": "How many parking spaces does the VPN team have in Tokyo?"})
+    assert response.status_code == 200, response.text
+    a = response.json()
+    assert a["action"] == "routed" and a["routed_to"], a
+    assert_safe_text(a["answer"])
