@@ -46,9 +46,7 @@ from ragchat import runtime
 from ragchat.health import health_report, spec_fields
 from ragchat.services import errors as rag_errors
 from ragchat.services.citations import make_snippet
-from ragchat.services.config import MODEL_LIMITS
 from ragchat.services.glossary import expand_query
-from ragchat.services.llm import canonical_model_name
 from routing import selectors as routing_selectors
 from routing import services as routing_services
 from routing.models import RoutedQuestion
@@ -373,8 +371,9 @@ def _chat_prepare(request, body: schemas.ChatIn):
     if problem:
         code = "question_too_short" if "too short" in problem else "question_too_long"
         raise ApiError(422, code, problem)
-    if body.model and canonical_model_name(body.model) not in MODEL_LIMITS:
-        raise ApiError(422, "unknown_model", turns.MSG_MODEL, details={"allowed": sorted(MODEL_LIMITS)})
+    rag_settings = runtime.rag_settings()
+    if body.model and rag_settings.allowlisted_model(body.model) is None:
+        raise ApiError(422, "unknown_model", turns.MSG_MODEL, details={"allowed": sorted(rag_settings.models)})
     if body.session_id:
         session = policy.session_or_none(user=request.user, session_id=body.session_id)
         if session is None:

@@ -1,4 +1,4 @@
-"""The health of a process's parts (database, vector store, embedder, Ollama, reranker), checked
+"""The health of a process's parts (database, vector store, embedder, model server, reranker), checked
 once per call and reported by `/health` and `/api/v1/health` (ragchat.views, api.views).
 
 The spec's enhanced health (docs/specs/rag-standard-v1.md "GET /health (enhanced)") adds `rag_ok`,
@@ -51,30 +51,32 @@ async def _embedder_health() -> dict:
     }
 
 
-async def _ollama_health() -> dict:
-    return await runtime.llm().health()  # never raises; "ok" = reachable with the models required
+async def _llm_health() -> dict:
+    # Never raises; "ok" = reachable with the models required. It also shows the provider and the
+    # allowlist with each model's limits (RAG_MODELS), for admins.
+    return await runtime.llm().health()
 
 
 @dataclass(frozen=True)
 class HealthReport:
     status: str  # ok / degraded / down
     up: bool  # every required part is up (200, else 503)
-    parts: dict[str, Any]  # database, vector_store, embedder, ollama, [cross_encoder]
+    parts: dict[str, Any]  # database, vector_store, embedder, llm, [cross_encoder]
 
 
 async def health_report() -> HealthReport:
     database = await _part(sync_to_async(_database_health))
     vector_store = await _part(_vector_health)
     embedder = await _part(_embedder_health)
-    ollama = await _part(_ollama_health)
-    required = [database, vector_store, embedder] + ([ollama] if settings.RAGCHAT_REQUIRE_OLLAMA else [])
+    llm = await _part(_llm_health)
+    required = [database, vector_store, embedder] + ([llm] if settings.RAGCHAT_REQUIRE_OLLAMA else [])
     up = all(part["ok"] for part in required)
-    status = "ok" if up and ollama["ok"] else ("degraded" if up else "down")
+    status = "ok" if up and llm["ok"] else ("degraded" if up else "down")
     parts: dict[str, Any] = {
         "database": database,
         "vector_store": vector_store,
         "embedder": embedder,
-        "ollama": {**ollama, "counts_for_status": settings.RAGCHAT_REQUIRE_OLLAMA},
+        "llm": {**llm, "counts_for_status": settings.RAGCHAT_REQUIRE_OLLAMA},
     }
     reranker = runtime.reranker()
     if reranker is not None:  # only when configured, as docs/specs/rag-providers-spec.md's health check does

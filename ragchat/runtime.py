@@ -22,7 +22,7 @@ from django.conf import settings
 
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import Embedder, build_embedder
-from ragchat.services.llm import OllamaLLM
+from ragchat.services.llm import LLMClient, build_llm
 from ragchat.services.rag_service import RAGService
 from ragchat.services.reranking import CrossEncoderReranker, build_reranker
 from ragchat.services.routing import OwnerLookup
@@ -39,7 +39,7 @@ class RAGComponents:
     settings: RAGSettings
     embedder: Embedder
     vector_service: VectorService
-    llm: OllamaLLM
+    llm: LLMClient
     reranker: CrossEncoderReranker | None
     rag_service: RAGService
     _init_lock: asyncio.Lock | None = field(default=None, repr=False)
@@ -49,7 +49,7 @@ class RAGComponents:
     def build(cls, *, settings: RAGSettings, owner_lookup: OwnerLookup | None) -> RAGComponents:
         embedder = build_embedder(settings)
         vectors = VectorService.from_settings(settings, embedder)
-        llm = OllamaLLM(settings)
+        llm = build_llm(settings)
         reranker = build_reranker(settings)
         rag = RAGService(vectors, settings, llm=llm, owner_lookup=owner_lookup, reranker=reranker)
         return cls(
@@ -193,7 +193,7 @@ async def ready_vector_service() -> VectorService:
     return await components().ready_vector_service()
 
 
-def llm() -> OllamaLLM:
+def llm() -> LLMClient:
     return components().llm
 
 

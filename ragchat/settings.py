@@ -11,7 +11,7 @@ from pathlib import Path
 import environ
 from django.core.exceptions import ImproperlyConfigured
 
-from ragchat.services.config import RAGSettings
+from ragchat.services.config import RAGSettings, SettingsError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -265,7 +265,10 @@ RAGCHAT_REQUIRE_OLLAMA = env.bool("RAGCHAT_REQUIRE_OLLAMA", default=False)
 
 # The RAG core's settings (spec v3 names), read from the same environment. The embedded
 # Qdrant lives in the data directory unless QDRANT_PATH says otherwise.
-RAG = RAGSettings.from_env()
+try:
+    RAG = RAGSettings.from_env()
+except SettingsError as e:  # start-up stops with the sentence naming the bad variable, not a traceback
+    raise ImproperlyConfigured(str(e)) from None
 RAG = replace(
     RAG,
     qdrant_path=str(BASE_DIR / env.str("QDRANT_PATH"))

@@ -38,10 +38,18 @@ def test_health_all_up(admin_client, rag_runtime, fake_ollama):
         "edge",
     )
     assert body["embedder"] == {**body["embedder"], "ok": True, "model": "hashing-384", "dimension": 384}
-    ollama = body["ollama"]
-    assert ollama["reachable"] is True and ollama["ok"] is True
-    assert "llama3.2:latest" in ollama["models"]
-    assert ollama["latency_ms"] >= 0
+    llm = body["llm"]
+    assert llm["reachable"] is True and llm["ok"] is True
+    assert llm["provider"] == "ollama" and llm["base_url"] == fake_ollama.url
+    assert "llama3.2:latest" in llm["models"]
+    assert llm["latency_ms"] >= 0
+    # The allowlist an admin configured (RAG_MODELS), each model with its limits.
+    assert llm["default_model"] == "llama3.2"
+    assert llm["allowlist"] == {
+        "llama3.2": {"context_window": 8192, "max_response": 1024},
+        "qwen3:8b": {"context_window": 32768, "max_response": 2048},
+        "deepseek-r1:32b": {"context_window": 65536, "max_response": 4096},
+    }
 
 
 def test_health_ollama_down_is_degraded_but_up(admin_client, rag_runtime, fake_ollama):
@@ -51,7 +59,7 @@ def test_health_ollama_down_is_degraded_but_up(admin_client, rag_runtime, fake_o
     assert response.status_code == 200
     body = json.loads(response.content)
     assert body["status"] == "degraded"
-    assert body["ollama"]["reachable"] is False and body["ollama"]["ok"] is False
+    assert body["llm"]["reachable"] is False and body["llm"]["ok"] is False
 
 
 def test_health_ollama_required_and_down_is_503(admin_client, rag_runtime, fake_ollama, settings):
@@ -65,8 +73,8 @@ def test_health_ollama_required_and_down_is_503(admin_client, rag_runtime, fake_
 def test_health_model_missing_is_reported(admin_client, rag_runtime, fake_ollama):
     fake_ollama.models(["qwen3:8b"])
     body = json.loads(admin_client.get("/health").content)
-    assert body["ollama"]["reachable"] is True
-    assert body["ollama"]["missing"] == ["llama3.2"]
+    assert body["llm"]["reachable"] is True
+    assert body["llm"]["missing"] == ["llama3.2"]
     assert body["status"] == "degraded"
 
 

@@ -1,4 +1,5 @@
-"""An Ollama-protocol server: real HTTP on a free 127.0.0.1 port, run in a background thread.
+"""An Ollama-protocol server that also speaks the OpenAI-compatible chat API: real HTTP on a free
+127.0.0.1 port, run in a background thread.
 
 The project ships it because no Ollama server can be installed on the development and CI
 machines: the tests, `manage.py evaluate` (citation validity) and `manage.py bench` (websocket
@@ -7,7 +8,11 @@ streams) all talk to it through the real, unmodified langchain-ollama client.
 It speaks the shapes the `ollama` client (and so langchain-ollama) sends and parses:
 `/api/chat` and `/api/generate` (NDJSON stream over HTTP/1.1 chunked encoding, or one JSON object
 when `"stream": false`), `/api/embed` (and the legacy `/api/embeddings`), `/api/tags`, `/api/show`,
-`/api/ps`, `/api/version`, `GET /`.
+`/api/ps`, `/api/version`, `GET /`; and, like Ollama itself and the servers LLM_PROVIDER=openai
+talks to (vLLM, llama.cpp's server, ...), `GET /v1/models` and `POST /v1/chat/completions` (server-sent
+events when `"stream": true`, with a last usage chunk when `stream_options.include_usage` asks for
+one; errors as `{"error": {"message": ...}}`). Both protocols share one script: the same replies,
+models, delays, stalls, failures and in-stream errors.
 
 Replies are scripted through public methods on `FakeOllama` (reply, reply_citing, rating, delays,
 stalls, failures, refused connections, the model list, how answers are cut into streamed pieces,
@@ -143,6 +148,7 @@ class _Script:
     fail_times: int | None = None  # None = every request
     fail_paths: tuple[str, ...] = ()
     fail_message: str = "Internal Server Error"
+    api_key: str | None = None  # the bearer token /v1/ requests must carry (None: any or none)
     models: list[str] = field(default_factory=lambda: list(DEFAULT_MODELS))
     embedding_dimensions: dict[str, int] = field(default_factory=dict)
     default_embedding_dimension: int = 768
@@ -327,8 +333,14 @@ class FakeOllama:
             self._script.stall_after_tokens = n_tokens
             self._script.stall_seconds = seconds
 
+    def require_api_key(self, key: str | None) -> None:
+        """`/v1/` requests without `Authorization: Bearer <key>` get 401 (None: no key needed)."""
+        with self._lock:
+            self._script.api_key = key
+
     def error_mid_stream(self, after_tokens: int, message: str | None = None) -> None:
-        """Send Ollama's in-stream `{"error": ...}` line after `after_tokens` pieces."""
+        """Send the protocol's in-stream error after `after_tokens` pieces: Ollama's
+        `{"error": ...}` line, or an OpenAI-style `data: {"error": {...}}` event."""
         with self._lock:
             self._script.error_after_tokens = after_tokens
             if message:
@@ -340,7 +352,13 @@ class FakeOllama:
         times: int | None = 1,
         *,
         message: str | None = None,
-        paths: Sequence[str] = ("/api/chat", "/api/generate", "/api/embed", "/api/embeddings"),
+        paths: Sequence[str] = (
+            "/api/chat",
+            "/api/generate",
+            "/api/embed",
+            "/api/embeddings",
+            "/v1/chat/completions",
+        ),
     ) -> None:
         """The next `times` requests to `paths` answer `status` with `{"error": message}`
         (times=None: all of them)."""
@@ -556,14 +574,21 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _start_stream(self) -> None:
+    def _start_stream(self, content_type: str = "application/x-ndjson") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "application/x-ndjson")
+        self.send_header("Content-Type", content_type)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
 
     def _send_line(self, payload: Any) -> None:
         data = json.dumps(payload).encode() + b"\n"
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _send_event(self, payload: Any) -> None:
+        """One server-sent event: `data: <json>` (or the literal `[DONE]`) and a blank line."""
+        text = payload if isinstance(payload, str) else json.dumps(payload)
+        data = f"data: {text}\n\n".encode()
         self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
         self.wfile.flush()
 
@@ -616,15 +641,24 @@ class _Handler(BaseHTTPRequestHandler):
             ("POST", "/api/generate"): self._generate,
             ("POST", "/api/embed"): self._embed,
             ("POST", "/api/embeddings"): self._embeddings_legacy,
+            ("GET", "/v1/models"): self._openai_models,
+            ("POST", "/v1/chat/completions"): self._openai_chat,
         }
         route = routes.get((method, path))
+        openai = path.startswith("/v1/")
         try:
             if route is None:
                 self._send_text(404, "404 page not found")
                 return
+            if openai and not self._authorized():
+                self._send_openai_error(401, "Incorrect API key provided.", "invalid_request_error")
+                return
             failure = self.fake._take_failure(path)
             if failure is not None:
-                self._send_json(failure[0], {"error": failure[1]})
+                if openai:
+                    self._send_openai_error(failure[0], failure[1], "server_error")
+                else:
+                    self._send_json(failure[0], {"error": failure[1]})
                 return
             route(body if isinstance(body, dict) else {})
         except (_Aborted, BrokenPipeError, ConnectionResetError, ConnectionAbortedError, OSError):
@@ -840,6 +874,97 @@ class _Handler(BaseHTTPRequestHandler):
             return
         dimension = self.fake._dimension_for(name)
         self._send_json(200, {"embedding": hashed_embedding(str(body.get("prompt", "")), dimension)})
+
+    # ---- the OpenAI-compatible chat API ----------------------------------------------------
+    def _authorized(self) -> bool:
+        script, _ = self.fake._snapshot()
+        return script.api_key is None or self.headers.get("Authorization") == f"Bearer {script.api_key}"
+
+    def _send_openai_error(self, status: int, message: str, kind: str) -> None:
+        self._send_json(status, {"error": {"message": message, "type": kind, "param": None, "code": status}})
+
+    def _openai_models(self, body: dict[str, Any]) -> None:
+        data = [
+            {"id": name, "object": "model", "created": 1727784000, "owned_by": "library"}
+            for name in self.fake._model_names()
+        ]
+        self._send_json(200, {"object": "list", "data": data})
+
+    def _openai_chat(self, body: dict[str, Any]) -> None:
+        name = str(body.get("model") or "")
+        if not name:
+            self._send_openai_error(400, "you must provide a model parameter", "invalid_request_error")
+            return
+        if not self.fake._has_model(name):
+            self._send_openai_error(404, f"The model `{name}` does not exist.", "invalid_request_error")
+            return
+        if "embedding" in _family_info(name)[2]:
+            self._send_openai_error(400, f'"{name}" does not support chat', "invalid_request_error")
+            return
+        messages = [m for m in body.get("messages") or [] if isinstance(m, dict)]
+        prompt_tokens = sum(fake_token_count(str(m.get("content", ""))) + 4 for m in messages)
+        script, cancel = self.fake._snapshot()
+        pieces = script.pieces(self.fake._next_reply(messages))
+        thinking = _thinking_for(name, None)  # no think flag in this protocol: thinking lands inline
+        if thinking:
+            pieces = script.pieces(f"<think>{thinking}</think>\n\n") + pieces
+        finish_reason = "stop"
+        limit = body.get("max_tokens", body.get("max_completion_tokens"))
+        if isinstance(limit, int) and limit >= 0 and len(pieces) > limit:
+            pieces, finish_reason = pieces[:limit], "length"
+        usage = {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": len(pieces),
+            "total_tokens": prompt_tokens + len(pieces),
+        }
+        ident, created = f"chatcmpl-{len(self.fake.requests)}", int(time.time())
+        self._sleep(script.first_token_delay, cancel)
+
+        if not body.get("stream"):
+            for i in range(len(pieces)):
+                self._stall_or_wait(script, cancel, i)
+            message = {"role": "assistant", "content": "".join(pieces)}
+            choice = {"index": 0, "message": message, "finish_reason": finish_reason}
+            self._send_json(
+                200,
+                {
+                    "id": ident,
+                    "object": "chat.completion",
+                    "created": created,
+                    "model": name,
+                    "choices": [choice],
+                    "usage": usage,
+                },
+            )
+            return
+
+        def event(choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+            return {
+                "id": ident,
+                "object": "chat.completion.chunk",
+                "created": created,
+                "model": name,
+                "choices": choices,
+                **extra,
+            }
+
+        def delta(content: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return event([{"index": 0, "delta": content, "finish_reason": finish}])
+
+        self._start_stream("text/event-stream")
+        self._send_event(delta({"role": "assistant", "content": ""}))
+        for i, piece in enumerate(pieces):
+            self._stall_or_wait(script, cancel, i)
+            if script.error_after_tokens is not None and i == script.error_after_tokens:
+                self._send_event({"error": {"message": script.error_message, "type": "server_error"}})
+                self._end_stream(script)
+                return
+            self._send_event(delta({"content": piece}))
+        self._send_event(delta({}, finish_reason))
+        if (body.get("stream_options") or {}).get("include_usage"):
+            self._send_event(event([], usage=usage))
+        self._send_event("[DONE]")
+        self._end_stream(script)
 
 
 def _family_info(name: str) -> tuple[str, int, list[str]]:

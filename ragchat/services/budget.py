@@ -11,21 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from .config import MODEL_LIMITS, RAGSettings
+from .config import RAGSettings
 from .errors import TokenBudgetExceededError
 from .types import ChatMessage, SearchResult
 
 CountFn = Callable[[str], int]
-
-
-def model_limits(model: str) -> dict[str, int]:
-    """Limits of an allowlisted model; `llama3.2:latest` is the same model as `llama3.2`."""
-    if model in MODEL_LIMITS:
-        return MODEL_LIMITS[model]
-    base, _, tag = model.partition(":")
-    if tag == "latest" and base in MODEL_LIMITS:
-        return MODEL_LIMITS[base]
-    raise KeyError(f"Model '{model}' has no entry in MODEL_LIMITS")
 
 
 def format_history_message(message: ChatMessage) -> str:
@@ -41,7 +31,10 @@ class TokenBudget:
         self.max_history = settings.rag_max_history_tokens
         self.max_response = settings.rag_max_response_tokens
         self.system_reserve = settings.rag_system_prompt_tokens
-        self.context_window = model_limits(model)["context_window"]
+        limits = settings.model_limits(model)  # `llama3.2:latest` is the same model as `llama3.2`
+        if limits is None:
+            raise KeyError(f"Model '{model}' has no entry in RAG_MODELS")
+        self.context_window = limits.context_window
         # Filled by allocate(): what the kept history and chunks cost.
         self.history_tokens = 0
         self.context_tokens = 0

@@ -6,16 +6,22 @@ References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-MODEL_LIMITS: dict[str, dict[str, int]] = {
-    "llama3.2": {"context_window": 8192, "max_response": 1024},
-    "qwen3:8b": {"context_window": 32768, "max_response": 2048},
-    "deepseek-r1:32b": {"context_window": 65536, "max_response": 4096},
-}
+# The chat models a company may use, each with its context window and the most tokens an answer may
+# take: RAG_MODELS, written "NAME=CONTEXT_WINDOW/MAX_RESPONSE" and separated by commas.
+DEFAULT_RAG_MODELS = "llama3.2=8192/1024,qwen3:8b=32768/2048,deepseek-r1:32b=65536/4096"
+RAG_MODELS_FORMAT = "NAME=CONTEXT_WINDOW/MAX_RESPONSE, separated by commas (e.g. llama3.2=8192/1024)"
+_LIMITS_RE = re.compile(r"^\s*(\d+)\s*/\s*(\d+)\s*$")
+
+# Where answers are generated: an Ollama server, or a server speaking the OpenAI-compatible chat API
+# (vLLM, llama.cpp's server, LM Studio, TGI, LocalAI).
+LLM_PROVIDERS = ("ollama", "openai")
 
 # Models that reason before answering; their `think` flag is set to False so that the
 # reasoning does not land in the answer.
@@ -29,8 +35,58 @@ EMBEDDING_WINDOWS: dict[str, int] = {
 }
 
 
+class SettingsError(ValueError):
+    """A setting that cannot work; the message names the variable and the bad value."""
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    context_window: int  # tokens the model reads and writes in one call (Ollama's num_ctx)
+    max_response: int  # most tokens one answer may take (Ollama's num_predict, OpenAI's max_tokens)
+
+    def as_dict(self) -> dict[str, int]:
+        return {"context_window": self.context_window, "max_response": self.max_response}
+
+
+def canonical_model_name(name: str) -> str:
+    """Ollama's naming rule: no tag means the `latest` tag. Harmless for other servers' model ids:
+    both sides of every comparison go through it."""
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def parse_models(text: str) -> dict[str, ModelLimits]:
+    """RAG_MODELS as a mapping; SettingsError naming the first bad entry."""
+    models: dict[str, ModelLimits] = {}
+    seen: dict[str, str] = {}
+    for entry in text.split(","):
+        if not entry.strip():
+            continue
+        name, sep, limits = entry.rpartition("=")
+        name = name.strip()
+        match = _LIMITS_RE.match(limits) if sep else None
+        if not name or match is None:
+            raise SettingsError(f"RAG_MODELS entry {entry.strip()!r} is not {RAG_MODELS_FORMAT}.")
+        context_window, max_response = int(match.group(1)), int(match.group(2))
+        if context_window <= 0 or max_response <= 0 or max_response >= context_window:
+            raise SettingsError(
+                f"RAG_MODELS entry {entry.strip()!r}: the response limit must be above 0 and below the context window."
+            )
+        canonical = canonical_model_name(name)
+        if canonical in seen:
+            raise SettingsError(f"RAG_MODELS names the model {name!r} twice (as {seen[canonical]!r} too).")
+        seen[canonical] = name
+        models[name] = ModelLimits(context_window, max_response)
+    if not models:
+        raise SettingsError(f"RAG_MODELS lists no model: expected {RAG_MODELS_FORMAT}.")
+    return models
+
+
 def _bool(value: str) -> bool:
     return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+# Values where a stray space (easy to leave in .env) would only cause confusion.
+_TRIMMED = frozenset({"chat_model", "rag_models", "llm_provider", "llm_base_url"})
 
 
 @dataclass(frozen=True)
@@ -38,6 +94,14 @@ class RAGSettings:
     # spec v3 "Configuration"
     ollama_base_url: str = "http://localhost:11434"
     chat_model: str = "llama3.2"
+    # The chat models allowed, with their limits (DEFAULT_RAG_MODELS; CHAT_MODEL must be one).
+    rag_models: str = DEFAULT_RAG_MODELS
+    # Where answers are generated (LLM_PROVIDERS). "openai": LLM_BASE_URL is the API's root, the
+    # part before /chat/completions (e.g. http://localhost:8080/v1); LLM_API_KEY its bearer token,
+    # if it wants one. "ollama": OLLAMA_BASE_URL, unless LLM_BASE_URL is set.
+    llm_provider: str = "ollama"
+    llm_base_url: str = ""
+    llm_api_key: str = ""
     rag_temperature: float = 0.1
     rag_timeout_seconds: float = 30
     rag_confidence_threshold: int = 60
@@ -91,6 +155,43 @@ class RAGSettings:
     question_min_chars: int = 3
     question_max_chars: int = 2000
 
+    def __post_init__(self) -> None:
+        if self.allowlisted_model(self.chat_model) is None:
+            raise SettingsError(
+                f"CHAT_MODEL {self.chat_model!r} is not in RAG_MODELS ({', '.join(self.models)}): add it, "
+                f"e.g. RAG_MODELS={self.rag_models},{self.chat_model}=8192/1024"
+            )
+        if self.llm_provider not in LLM_PROVIDERS:
+            raise SettingsError(f"LLM_PROVIDER {self.llm_provider!r}: expected one of {', '.join(LLM_PROVIDERS)}.")
+        if self.llm_provider == "openai" and not self.llm_base_url:
+            raise SettingsError(
+                "LLM_PROVIDER=openai needs LLM_BASE_URL, the API's root (e.g. http://localhost:8080/v1)."
+            )
+
+    @functools.cached_property
+    def models(self) -> dict[str, ModelLimits]:
+        """RAG_MODELS parsed: each allowed model's limits (SettingsError if it cannot be)."""
+        return parse_models(self.rag_models)
+
+    @property
+    def llm_url(self) -> str:
+        """The generation server's base URL for the configured provider."""
+        if self.llm_provider == "ollama":
+            return (self.llm_base_url or self.ollama_base_url).rstrip("/")
+        return self.llm_base_url.rstrip("/")
+
+    def allowlisted_model(self, model: str) -> str | None:
+        """The RAG_MODELS name naming the same model as `model` ("llama3.2:latest" → "llama3.2")."""
+        if model in self.models:
+            return model
+        wanted = canonical_model_name(model)
+        return next((name for name in self.models if canonical_model_name(name) == wanted), None)
+
+    def model_limits(self, model: str) -> ModelLimits | None:
+        """The limits of an allowed model (any spelling `allowlisted_model` accepts), else None."""
+        name = self.allowlisted_model(model)
+        return None if name is None else self.models[name]
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> RAGSettings:
         """Read every field from the upper-cased variable of the same name; unset keeps the default."""
@@ -100,15 +201,19 @@ class RAGSettings:
             raw = env.get(f.name.upper())
             if raw is None or raw == "":
                 continue
-            default = f.default
-            if isinstance(default, bool):
-                values[f.name] = _bool(raw)
-            elif isinstance(default, int):
-                values[f.name] = int(raw)
-            elif isinstance(default, float):
-                values[f.name] = float(raw)
-            else:
-                values[f.name] = raw
+            kind = str(f.type)  # the annotation's text (`from __future__ import annotations`)
+            try:
+                if kind == "bool":
+                    values[f.name] = _bool(raw)
+                elif kind == "int":
+                    values[f.name] = int(raw)
+                elif kind == "float":
+                    values[f.name] = float(raw)
+                else:
+                    values[f.name] = raw.strip() if f.name in _TRIMMED else raw
+            except ValueError:
+                what = "a whole number" if kind == "int" else "a number"
+                raise SettingsError(f"{f.name.upper()}={raw!r} is not {what}.") from None
         return cls(**values)
 
     @property

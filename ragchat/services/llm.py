@@ -1,9 +1,16 @@
-"""The only place that talks to Ollama for generation: streaming chat, completion, rating, model
-validation and health.
+"""The only place that talks to the model server for generation: streaming chat, completion,
+rating, model validation and health, over one of two protocols (LLM_PROVIDER): Ollama's
+(`OllamaLLM`, here) or the OpenAI-compatible chat API (`OpenAICompatibleLLM`, llm_openai.py).
+`build_llm(settings)` makes the configured one.
+
+`LLMClient` holds what both share, so each rule has one home: lanes of connection pools, the
+per-chunk deadline, retries before the first token, usage counts, the allowlist and limits
+(RAG_MODELS), model validation against the server's list, rating, health. A provider adds the
+LangChain chat model it streams through, how it lists the server's models and how it names errors.
 
 Facts about the clients this is built on:
 - the ollama client has no timeout unless given one, so a stalled stream would hang forever: we
-  pass one in `client_kwargs` AND bound the wait for every chunk with `asyncio.timeout`, so a stall before
+  pass one to the client AND bound the wait for every chunk with `asyncio.timeout`, so a stall before
   the first token or between tokens raises LLMTimeoutError within RAG_TIMEOUT_SECONDS; cancelling
   the read closes the HTTP connection;
 - `num_predict` and `num_ctx` are set explicitly (langchain-ollama's documented defaults are stale);
@@ -11,8 +18,9 @@ Facts about the clients this is built on:
 - qwen3 / deepseek-r1 get `reasoning=False`, or their thinking lands in the answer.
 
 Errors: connection problems → LLMConnectionError, 404 → ModelUnavailableError, no chunk in time →
-LLMTimeoutError, anything else Ollama reports (5xx after retries, in-stream errors) → LLMResponseError.
-Transient errors are retried only before the first token was yielded, and never past the deadline.
+LLMTimeoutError, anything else the server reports (5xx after retries, in-stream errors) →
+LLMResponseError. Transient errors are retried only before the first token was yielded, and never
+past the deadline.
 
 References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
@@ -36,7 +44,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, System
 # first question.
 from langchain_ollama import ChatOllama
 
-from .config import MODEL_LIMITS, REASONING_MODELS, RAGSettings
+from .config import REASONING_MODELS, RAGSettings, canonical_model_name
 from .errors import (
     LLMConnectionError,
     LLMResponseError,
@@ -54,9 +62,10 @@ log = logging.getLogger("ragchat.llm")
 
 TAGS_CACHE_SECONDS = 30.0
 RATE_MAX_TOKENS = 32
-# Concurrent connections to Ollama per process (one per streaming answer): far above httpx's 100.
-OLLAMA_MAX_CONNECTIONS = 1000
-# Streams per lane (one ChatOllama, so one httpx connection pool). httpcore scans every connection
+# Concurrent connections to the model server per process (one per streaming answer): far above
+# httpx's 100.
+LLM_MAX_CONNECTIONS = 1000
+# Streams per lane (one chat model, so one httpx connection pool). httpcore scans every connection
 # of its pool, with a socket check each, whenever a request starts or ends: one pool carrying a
 # burst of 200 streams spent about 2.5 s of the event loop in that scan alone (py-spy, bench
 # 200-question burst). Lanes of 16 keep each scan short; a lane is made only when all are full.
@@ -65,7 +74,7 @@ LANE_STREAMS = 16
 
 @dataclass
 class _Lane:
-    """One ChatOllama (its own connection pool) and how many streams use it now."""
+    """One chat model (its own connection pool) and how many streams use it now."""
 
     model: Any
     streams: int = 0
@@ -73,7 +82,8 @@ class _Lane:
 
 @dataclass(frozen=True)
 class Usage:
-    """What Ollama's final chunk reports about one generation."""
+    """What the server reports about one generation (Ollama's final chunk, the OpenAI API's usage
+    chunk when the server sends one)."""
 
     model: str
     prompt_tokens: int | None
@@ -81,22 +91,6 @@ class Usage:
     done_reason: str | None
     prompt_chars: int
     total_duration_ms: float | None = None
-
-
-def canonical_model_name(name: str) -> str:
-    """Ollama's naming rule: no tag means the `latest` tag."""
-    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
-
-
-def allowlisted_model(model: str) -> str | None:
-    """The MODEL_LIMITS key naming the same model as `model` ("llama3.2:latest" → "llama3.2")."""
-    if model in MODEL_LIMITS:
-        return model
-    wanted = canonical_model_name(model)
-    for key in MODEL_LIMITS:
-        if canonical_model_name(key) == wanted:
-            return key
-    return None
 
 
 def model_present(model: str, available: Sequence[str]) -> bool:
@@ -166,33 +160,43 @@ def _to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
     return [kinds[m.role](content=m.content) for m in messages]
 
 
-def _map_error(e: BaseException, *, model: str, base_url: str) -> RAGServiceError:
+def map_transport_error(
+    e: BaseException, *, server: str, model: str, base_url: str, reason: str, in_stream: bool = False
+) -> RAGServiceError:
+    """A client's exception as the product's error, for either protocol: `server` names it in the
+    message ("Ollama", "the OpenAI-compatible server"), `reason` is what it said, `in_stream` tells
+    an error sent inside a stream that had begun."""
     if isinstance(e, RAGServiceError):
         return e
     code = status_code_of(e)
     if code == 404:
-        return ModelUnavailableError(
-            f"Model '{model}' not available in Ollama ({_reason(e)}). Run: ollama pull {model}"
-        )
-    if code is not None and code < 0:  # an `{"error": ...}` line inside the stream
-        return LLMResponseError(f"Ollama failed while answering with '{model}': {_reason(e)}")
+        return ModelUnavailableError(f"Model '{model}' not available in {server} ({reason}).")
+    if in_stream or (code is not None and code < 0):  # e.g. Ollama's `{"error": ...}` line
+        return LLMResponseError(f"{_capital(server)} failed while answering with '{model}': {reason}")
     if code is not None:
-        return LLMResponseError(f"Ollama error for model '{model}': {_reason(e)} (HTTP {code})")
+        return LLMResponseError(f"{_capital(server)} answered HTTP {code} for model '{model}': {reason}")
     if isinstance(e, httpx.ConnectTimeout | httpx.PoolTimeout):
-        return LLMConnectionError(f"Cannot connect to Ollama at {base_url}: connect timed out")
+        return LLMConnectionError(f"Cannot connect to {server} at {base_url}: connect timed out")
     if isinstance(e, httpx.TimeoutException):
-        return LLMTimeoutError(f"Ollama did not answer in time: {e!r}")
+        return LLMTimeoutError(f"{_capital(server)} did not answer in time: {e!r}")
     if isinstance(e, ConnectionError | httpx.TransportError | OSError):
-        return LLMConnectionError(f"Cannot connect to Ollama at {base_url}: {e}")
-    return LLMResponseError(f"Malformed answer from Ollama for model '{model}': {e!r}")
+        return LLMConnectionError(f"Cannot connect to {server} at {base_url}: {e}")
+    return LLMResponseError(f"Malformed answer from {server} for model '{model}': {e!r}")
+
+
+def _capital(text: str) -> str:
+    return text[:1].upper() + text[1:]
 
 
 def _reason(e: BaseException) -> str:
     return str(getattr(e, "error", None) or e)
 
 
-class OllamaLLM:
-    """Generation through langchain-ollama's ChatOllama; model checks and health via the HTTP API."""
+class LLMClient:
+    """What every provider shares (see the module docstring); subclasses fill in the hooks below."""
+
+    provider = ""  # LLM_PROVIDERS value
+    server = ""  # how messages name the server
 
     def __init__(
         self,
@@ -203,32 +207,70 @@ class OllamaLLM:
         tags_cache_seconds: float = TAGS_CACHE_SECONDS,
     ) -> None:
         self.settings = settings
-        self.base_url = (base_url or settings.ollama_base_url).rstrip("/")
+        self.base_url = (base_url or settings.llm_url).rstrip("/")
         self.calibration = calibration if calibration is not None else default_calibration
         self.retry_policy = RetryPolicy.from_settings(settings)
         self.tags_cache_seconds = tags_cache_seconds
         self._tags_cache: tuple[float, tuple[str, ...]] | None = None
-        # ChatOllama builds two httpx clients; keep them, per event loop because pooled connections
+        # Chat models (each with its httpx clients) kept per event loop, because pooled connections
         # belong to the loop that opened them, in lanes of at most LANE_STREAMS streams each.
         self._lanes: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], list[_Lane]]] = (
             weakref.WeakKeyDictionary()
         )
         self._ssl_context: ssl.SSLContext | None = None  # one for every lane: loading CA certificates is slow
 
+    # ---- provider hooks -------------------------------------------------------------------
+    def _chat_model(self, model: str, num_predict: int) -> Any:
+        """A LangChain chat model streaming `model`'s answers of at most `num_predict` tokens."""
+        raise NotImplementedError
+
+    async def _fetch_models(self) -> tuple[str, ...]:
+        """The names of the models the server can answer with now (one HTTP call, retried)."""
+        raise NotImplementedError
+
+    def _map_error(self, e: BaseException, *, model: str) -> RAGServiceError:
+        return map_transport_error(e, server=self.server, model=model, base_url=self.base_url, reason=_reason(e))
+
+    def _is_transient(self, e: BaseException) -> bool:
+        return is_transient_error(e)
+
+    def _unavailable_hint(self, model: str) -> str:
+        """What an admin does about an allowed model the server does not have."""
+        return f"Load '{model}' in the server at {self.base_url} or remove it from RAG_MODELS."
+
+    def _required_models(self) -> list[str]:
+        return [self.settings.chat_model]
+
+    def _client_timeout(self) -> httpx.Timeout:
+        """Backstop for the per-chunk wait of `stream` (which fires first, just under this)."""
+        timeout = self.settings.rag_timeout_seconds
+        return httpx.Timeout(timeout + 5.0, connect=min(timeout, 5.0))
+
+    def _client_limits(self) -> httpx.Limits:
+        # httpx allows 100 connections per client by default: the 101st concurrent stream of a client
+        # waited for a free connection (up to the timeout) before its request was even sent. Lanes
+        # spread streams, this keeps a miscount from ever queueing one. Servers queue requests
+        # themselves (OLLAMA_NUM_PARALLEL, vLLM's scheduler, llama.cpp's slots).
+        return httpx.Limits(max_connections=LLM_MAX_CONNECTIONS, max_keepalive_connections=100)
+
+    def _ssl(self) -> ssl.SSLContext:
+        if self._ssl_context is None:
+            self._ssl_context = httpx.create_ssl_context()
+        return self._ssl_context
+
     # ---- token counting -------------------------------------------------------------------
     def token_counter(self, model: str | None = None) -> TokenCounter:
-        """A counter calibrated by this client's generations (and able to prefetch exact counts)."""
-        key = allowlisted_model(model) if model else None
-        return TokenCounter(key or model, base_url=self.base_url, calibration=self.calibration)
+        """A counter calibrated by this client's generations (estimates; no exact counts)."""
+        key = self.settings.allowlisted_model(model) if model else None
+        return TokenCounter(key or model, calibration=self.calibration)
 
     # ---- generation -----------------------------------------------------------------------
     def limits(self, model: str) -> tuple[int, int]:
-        """(num_ctx, num_predict) for the model: its context window, and the response budget
-        capped by what the model may produce."""
-        key = allowlisted_model(model)
-        limits = MODEL_LIMITS.get(key or "", {"context_window": 8192, "max_response": 1024})
-        num_predict = min(self.settings.rag_max_response_tokens, limits["max_response"])
-        return limits["context_window"], num_predict
+        """(context window, response limit) for the model: its RAG_MODELS entry, the response
+        budget capped by what the model may produce."""
+        limits = self.settings.model_limits(model)
+        context_window, max_response = (limits.context_window, limits.max_response) if limits else (8192, 1024)
+        return context_window, min(self.settings.rag_max_response_tokens, max_response)
 
     def _lane(self, model: str, num_predict: int) -> _Lane:
         """The first lane of this loop with room for one more stream (a new one if all are full)."""
@@ -239,32 +281,6 @@ class OllamaLLM:
         lane = _Lane(model=self._chat_model(model, num_predict))
         lanes.append(lane)
         return lane
-
-    def _chat_model(self, model: str, num_predict: int) -> Any:
-        if self._ssl_context is None:
-            self._ssl_context = httpx.create_ssl_context()
-        timeout = self.settings.rag_timeout_seconds
-        num_ctx, _ = self.limits(model)
-        chat = ChatOllama(
-            model=model,
-            base_url=self.base_url,
-            temperature=self.settings.rag_temperature,
-            num_ctx=num_ctx,
-            num_predict=num_predict,
-            reasoning=False if is_reasoning_model(model) else None,
-            keep_alive=self.settings.ollama_keep_alive or None,
-            # Backstop for the per-chunk wait below (which fires first, just under this).
-            client_kwargs={
-                "timeout": httpx.Timeout(timeout + 5.0, connect=min(timeout, 5.0)),
-                # httpx allows 100 connections per client by default: the 101st concurrent stream
-                # of a client waited for a free connection (up to the timeout) before its request
-                # was even sent. Lanes spread streams, this keeps a miscount from ever queueing
-                # one. Ollama queues requests itself (OLLAMA_NUM_PARALLEL).
-                "limits": httpx.Limits(max_connections=OLLAMA_MAX_CONNECTIONS, max_keepalive_connections=100),
-                "verify": self._ssl_context,
-            },
-        )
-        return chat
 
     async def stream(
         self,
@@ -299,21 +315,26 @@ class OllamaLLM:
                     open_stream,
                     policy=self.retry_policy,
                     deadline=deadline,
-                    is_transient=is_transient_error,
-                    what=f"ollama chat {model}",
+                    is_transient=self._is_transient,
+                    what=f"{self.provider} chat {model}",
                 )
             except Exception as e:
-                raise _map_error(e, model=model, base_url=self.base_url) from e
+                raise self._map_error(e, model=model) from e
 
+            done_reason: str | None = None
             try:
                 while chunk is not None:
-                    self._note_usage(chunk, model=model, prompt_chars=prompt_chars, on_usage=on_usage)
+                    meta = chunk.response_metadata or {}
+                    done_reason = meta.get("done_reason") or meta.get("finish_reason") or done_reason
+                    self._note_usage(
+                        chunk, model=model, prompt_chars=prompt_chars, done_reason=done_reason, on_usage=on_usage
+                    )
                     if chunk.content:
                         yield chunk.content
                     try:
                         chunk = await _pull(agen, timeout, limit=timeout)
                     except Exception as e:
-                        raise _map_error(e, model=model, base_url=self.base_url) from e
+                        raise self._map_error(e, model=model) from e
             finally:
                 await _aclose(agen)
         finally:
@@ -332,22 +353,22 @@ class OllamaLLM:
         *,
         model: str,
         prompt_chars: int,
+        done_reason: str | None,
         on_usage: Callable[[Usage], None] | None,
     ) -> None:
         usage = chunk.usage_metadata
         if not usage:
             return
-        meta = chunk.response_metadata or {}
-        total = meta.get("total_duration")
+        total = (chunk.response_metadata or {}).get("total_duration")
         result = Usage(
             model=model,
             prompt_tokens=usage.get("input_tokens"),
             completion_tokens=usage.get("output_tokens"),
-            done_reason=meta.get("done_reason"),
+            done_reason=done_reason,
             prompt_chars=prompt_chars,
             total_duration_ms=total / 1e6 if isinstance(total, int | float) else None,
         )
-        self.calibration.observe(allowlisted_model(model) or model, prompt_chars, result.prompt_tokens)
+        self.calibration.observe(self.settings.allowlisted_model(model) or model, prompt_chars, result.prompt_tokens)
         log.debug(
             "generation usage",
             extra={
@@ -391,72 +412,69 @@ class OllamaLLM:
 
     # ---- models and health ----------------------------------------------------------------
     async def validate_model(self, model: str) -> str:
-        """Allowed (MODEL_LIMITS) and pulled in Ollama; returns the MODEL_LIMITS key.
+        """Allowed (RAG_MODELS) and present on the server; returns the RAG_MODELS name.
 
         Raises ModelNotAllowedError, ModelUnavailableError, LLMConnectionError.
         """
-        key = allowlisted_model(model)
+        key = self.settings.allowlisted_model(model)
         if key is None:
-            raise ModelNotAllowedError(f"Model '{model}' not in allowlist. Available: {list(MODEL_LIMITS.keys())}")
+            raise ModelNotAllowedError(f"Model '{model}' not in allowlist. Available: {list(self.settings.models)}")
         names, fresh = await self._available_models()
         if not model_present(key, names) and not fresh:
-            names, _ = await self._available_models(force=True)  # maybe pulled since we looked
+            names, _ = await self._available_models(force=True)  # maybe loaded since we looked
         if not model_present(key, names):
-            raise ModelUnavailableError(f"Model '{key}' not available. Run: ollama pull {key}")
+            raise ModelUnavailableError(f"Model '{key}' not available. {self._unavailable_hint(key)}")
         return key
 
     async def _available_models(self, *, force: bool = False) -> tuple[tuple[str, ...], bool]:
-        """(/api/tags model names, whether they were just fetched); cached briefly."""
+        """(the server's model names, whether they were just fetched); cached briefly."""
         now = time.monotonic()
         cached = self._tags_cache
         if not force and cached is not None and now - cached[0] < self.tags_cache_seconds:
             return cached[1], False
-        names = await self._fetch_tags()
+        names = await self._fetch_models()
         self._tags_cache = (time.monotonic(), names)
         return names, True
 
-    async def _fetch_tags(self) -> tuple[str, ...]:
+    async def _get_json(self, path: str, *, headers: dict[str, str] | None = None) -> Any:
+        """GET `path` of the server as JSON, retried like every call; errors as the product's."""
         timeout = min(self.settings.rag_timeout_seconds, 5.0)
 
         async def fetch() -> Any:
-            async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout) as client:
-                response = await client.get("/api/tags")
+            async with httpx.AsyncClient(base_url=self.base_url, timeout=timeout, headers=headers) as client:
+                response = await client.get(path)
                 response.raise_for_status()
                 return response.json()
 
         try:
-            data = await retry_async(
+            return await retry_async(
                 fetch,
                 policy=self.retry_policy,
-                what="ollama /api/tags",
+                what=f"{self.provider} {path}",
                 deadline=time.monotonic() + self.settings.rag_timeout_seconds,
             )
         except httpx.RequestError as e:  # spec v3: any request failure is a connection error
-            raise LLMConnectionError(f"Cannot connect to Ollama at {self.base_url}: {e!r}") from e
+            raise LLMConnectionError(f"Cannot connect to {self.server} at {self.base_url}: {e!r}") from e
         except httpx.HTTPStatusError as e:
-            raise LLMResponseError(f"Ollama /api/tags answered HTTP {e.response.status_code}") from e
+            raise LLMResponseError(f"{_capital(self.server)} {path} answered HTTP {e.response.status_code}") from e
         except ValueError as e:
-            raise LLMResponseError(f"Malformed /api/tags answer: {e}") from e
-        models = data.get("models") if isinstance(data, dict) else None
-        return tuple(
-            str(m.get("name") or m.get("model"))
-            for m in models or []
-            if isinstance(m, dict) and (m.get("name") or m.get("model"))
-        )
+            raise LLMResponseError(f"Malformed {path} answer: {e}") from e
 
     async def health(self, *, required: Sequence[str] | None = None) -> dict[str, Any]:
-        """Reachable, models present, required models present, latency. Never raises."""
+        """Reachable, models present, required models present, latency, and the configured
+        allowlist with its limits. Never raises."""
         if required is None:
-            required = [self.settings.chat_model]
-            if self.settings.embedding_backend == "ollama":
-                required.append(self.settings.embedding_model)
+            required = self._required_models()
         started = time.perf_counter()
         result: dict[str, Any] = {
+            "provider": self.provider,
             "base_url": self.base_url,
             "reachable": False,
             "models": [],
             "required": list(required),
             "missing": list(required),
+            "default_model": self.settings.chat_model,
+            "allowlist": {name: limits.as_dict() for name, limits in self.settings.models.items()},
         }
         try:
             names, _ = await self._available_models(force=True)
@@ -470,6 +488,67 @@ class OllamaLLM:
         result["required_model_present"] = result["reachable"] and not result["missing"]
         result["ok"] = result["required_model_present"]
         return result
+
+
+class OllamaLLM(LLMClient):
+    """Generation through langchain-ollama's ChatOllama; model checks and health via the HTTP API."""
+
+    provider = "ollama"
+    server = "Ollama"
+
+    def token_counter(self, model: str | None = None) -> TokenCounter:
+        """A counter calibrated by this client's generations (and able to prefetch exact counts
+        with Ollama's `/api/generate`)."""
+        key = self.settings.allowlisted_model(model) if model else None
+        return TokenCounter(key or model, base_url=self.base_url, calibration=self.calibration)
+
+    def _chat_model(self, model: str, num_predict: int) -> Any:
+        num_ctx, _ = self.limits(model)
+        return ChatOllama(
+            model=model,
+            base_url=self.base_url,
+            temperature=self.settings.rag_temperature,
+            num_ctx=num_ctx,
+            num_predict=num_predict,
+            reasoning=False if is_reasoning_model(model) else None,
+            keep_alive=self.settings.ollama_keep_alive or None,
+            client_kwargs={"timeout": self._client_timeout(), "limits": self._client_limits(), "verify": self._ssl()},
+        )
+
+    def _map_error(self, e: BaseException, *, model: str) -> RAGServiceError:
+        mapped = super()._map_error(e, model=model)
+        if isinstance(mapped, ModelUnavailableError) and not isinstance(e, RAGServiceError):
+            return ModelUnavailableError(f"{mapped} Run: ollama pull {model}")
+        return mapped
+
+    def _unavailable_hint(self, model: str) -> str:
+        return f"Run: ollama pull {model}"
+
+    def _required_models(self) -> list[str]:
+        required = [self.settings.chat_model]
+        if self.settings.embedding_backend == "ollama":
+            required.append(self.settings.embedding_model)
+        return required
+
+    async def _fetch_models(self) -> tuple[str, ...]:
+        data = await self._get_json("/api/tags")
+        models = data.get("models") if isinstance(data, dict) else None
+        return tuple(
+            str(m.get("name") or m.get("model"))
+            for m in models or []
+            if isinstance(m, dict) and (m.get("name") or m.get("model"))
+        )
+
+
+def build_llm(
+    settings: RAGSettings, *, base_url: str | None = None, calibration: Calibration | None = None
+) -> LLMClient:
+    """The client of LLM_PROVIDER."""
+    if settings.llm_provider == "openai":
+        from .llm_openai import OpenAICompatibleLLM  # its client library loads only when used
+
+        return OpenAICompatibleLLM(settings, base_url=base_url, calibration=calibration)
+    return OllamaLLM(settings, base_url=base_url, calibration=calibration)
 
 
 async def _pull(agen: Any, timeout: float, *, limit: float) -> Any:
@@ -489,4 +568,4 @@ async def _aclose(agen: Any) -> None:
     try:
         await agen.aclose()
     except Exception:  # closing a broken stream must not hide the error that broke it
-        log.debug("closing the Ollama stream failed", exc_info=True)
+        log.debug("closing the model stream failed", exc_info=True)

@@ -31,7 +31,6 @@ from .errors import (
 )
 from .glossary import expand_query
 from .grounding import check_answer
-from .llm import allowlisted_model
 from .logs import request_id_var
 from .prompts import (
     CONFIDENCE_PROMPT,
@@ -125,9 +124,9 @@ class RAGService:
         self.owner_lookup = owner_lookup
         self.reranker = reranker
         if llm is None:
-            from .llm import OllamaLLM
+            from .llm import build_llm
 
-            llm = OllamaLLM(settings, base_url=self.ollama_url)
+            llm = build_llm(settings, base_url=ollama_url)
         self.llm = llm
         if token_counter is None:
             # The LLM client's counter shares the calibration its generations feed.
@@ -146,7 +145,7 @@ class RAGService:
 
     # spec v3's service methods, for callers that need one stage (e.g. a search-only view)
     async def validate_model(self, model: str) -> str:
-        """Allowlist, then availability in Ollama (tag-aware); returns the MODEL_LIMITS name."""
+        """Allowlist, then availability on the model server (tag-aware); returns the RAG_MODELS name."""
         return await self.llm.validate_model(model)
 
     async def get_quality_context(
@@ -226,7 +225,7 @@ class RAGService:
             model = await self.llm.validate_model(request.model or self.default_model)
         except (LLMConnectionError, ModelUnavailableError) as e:
             model_error = e
-            model = allowlisted_model(request.model or self.default_model) or self.default_model
+            model = self.settings.allowlisted_model(request.model or self.default_model) or self.default_model
 
         # 2. Retrieve quality context
         if request.retrieval_query:
