@@ -24,7 +24,6 @@ import argparse
 import contextlib
 import ctypes
 import hashlib
-import json
 import os
 import signal
 import socket
@@ -240,15 +239,13 @@ class RealModelServer:
 
 
 def app_environment(url: str) -> dict[str, str]:
-    """Environment variables of the app's settings for an OpenAI-compatible server at `url`
-    serving the lane's model."""
+    """Environment variables of the app's settings (ragchat/services/config.py) for an
+    OpenAI-compatible server at `url` serving the lane's model."""
     return {
         "LLM_PROVIDER": "openai",
         "LLM_BASE_URL": url,
         "CHAT_MODEL": MODEL_NAME,
-        "LLM_MODELS": json.dumps(
-            {MODEL_NAME: {"context_window": MODEL_CONTEXT_WINDOW, "max_response": MODEL_MAX_RESPONSE}}
-        ),
+        "RAG_MODELS": f"{MODEL_NAME}={MODEL_CONTEXT_WINDOW}/{MODEL_MAX_RESPONSE}",
     }
 
 
