@@ -88,6 +88,14 @@ def load_answer_set(path: str | Path = ANSWER_SET) -> list[LabelledQuestion]:
     return out
 
 
+def spread(questions: Sequence[LabelledQuestion], n: int) -> list[LabelledQuestion]:
+    """`n` questions taken at even steps through the set: both corpora, answerable and unanswerable
+    in about the set's proportions."""
+    if n <= 0 or n >= len(questions):
+        return list(questions)
+    return [questions[i * len(questions) // n] for i in range(n)]
+
+
 def _normalise(text: str) -> str:
     text = re.sub(r"(?<=\d)[,\u202f\u00a0](?=\d{3}\b)", "", text.lower())
     return re.sub(r"\s+", " ", text.replace("\u2019", "'"))

@@ -44,6 +44,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--answer-set", help=f"labelled questions JSONL; default: {answers.ANSWER_SET.name}")
         parser.add_argument(
+            "--sample",
+            type=int,
+            default=0,
+            help="with --answers: N questions spread evenly over the labelled set (bounds a slow model's run)",
+        )
+        parser.add_argument(
             "--real-model",
             action="store_true",
             help="with --answers: start the real-model lane's server (make llm-lane) and answer with it",
@@ -51,7 +57,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, folder, questions, mode, embedder, json_out, limit, no_citations, **options):
         if options["answers"]:
-            return self.answers(options["answer_set"], options["real_model"], json_out, limit)
+            return self.answers(options["answer_set"], options["real_model"], json_out, limit, options["sample"])
         if options["real_model"]:
             raise CommandError("--real-model evaluates answers: give --answers too")
         # Per-request INFO logs of the pipeline would drown the table; the forged citations the
@@ -91,7 +97,7 @@ class Command(BaseCommand):
             self.stderr.write(f"full report written to {json_out}")
         self.stdout.write(json.dumps(summary, default=str))
 
-    def answers(self, answer_set, real_model, json_out, limit):
+    def answers(self, answer_set, real_model, json_out, limit, sample=0):
         from ragchat.services.config import RAGSettings
 
         try:
@@ -100,6 +106,8 @@ class Command(BaseCommand):
             raise CommandError(f"cannot read the labelled set: {e}")
         if limit:
             questions = questions[:limit]
+        if sample:
+            questions = answers.spread(questions, sample)
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level
         quiet.setLevel(logging.ERROR)
