@@ -148,6 +148,7 @@ def _citation_map(request, sources: list[dict[str, Any]]) -> dict[str, dict[str,
             "section": s.get("section"),
             "snippet": s.get("snippet") or "",
             "score": s.get("relevance_score"),
+            "attributed": bool(s.get("attributed")),
         }
         for s in sources
         if s.get("source_id")
@@ -216,6 +217,7 @@ def _grounding(message: Message) -> dict[str, Any] | None:
             {
                 **sentence,
                 "cited": [c for c in sentence.get("cited") or [] if c in visible],
+                "attributed": [c for c in sentence.get("attributed") or [] if c in visible],
                 "supported_by": by if by in visible else None,
             }
         )

@@ -52,6 +52,12 @@ class CitationInfo(Schema):
     section: str | None = None
     snippet: str = ""
     score: float | None = None
+    attributed: bool = Field(
+        False,
+        description="true: ragchat attached this citation, the model did not write it: the passage supports a "
+        "sentence the model left uncited (its markers in `answer` read `[SourceId: <id>; attributed]`); "
+        "false: the model cited it at least once",
+    )
 
 
 class Confidence(Schema):
@@ -80,12 +86,14 @@ class GroundingSentence(Schema):
     supported_by: str | None = Field(None, description="The chunk that supports it (or comes closest)")
     score: float = Field(0.0, description="Share of its content words found in that chunk")
     missing_facts: list[str] = Field([], description="Figures, names or a negation the chunk does not have")
+    attributed: list[str] = Field([], description="Those of `cited` that ragchat attached, not the model")
 
 
 class Grounding(Schema):
     claims: int = Field(description="Sentences that state something")
     supported: int = Field(description="Claims supported by the answer's passages (cited or not)")
     cited_supported: int = Field(description="Claims supported by a passage they cite (axiom A2)")
+    attributed: int = Field(0, description="Claims whose only citations ragchat attached (the model cited none)")
     supported_share: float | None = None
     sentences: list[GroundingSentence]
 

@@ -22,11 +22,12 @@ from django.utils.safestring import SafeString
 from markdown_it import MarkdownIt
 
 from ragchat.partials import render_partial
-from ragchat.services.citations import citation_from_result
-from ragchat.services.types import SOURCEID_PATTERN, Citation, SearchResult
+from ragchat.services.citations import citation_from_result, model_cited_source_ids
+from ragchat.services.types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, Citation, SearchResult
 from ragchat.templatetags.sources import source_place
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
+_ATTRIBUTED_RE = re.compile(ATTRIBUTED_PATTERN)
 # Any bracketed SourceId marker, well-formed or not: what is not a known source is dropped.
 _ANY_MARKER_RE = re.compile(r"[ \t]*\[\s*SourceId\s*:[^\]\n]*\]", re.IGNORECASE)
 # While streaming, the tail may hold the start of a marker ("[Sourc", "[SourceId: 5a3f"): hide it.
@@ -34,11 +35,11 @@ _PARTIAL_MARKER_RE = re.compile(r"\[(?:S(?:o(?:u(?:r(?:c(?:e(?:I(?:d(?::[^\]\n]*
 # A marker's placeholder while the Markdown renders: it opens with "⸨" (U+2E28, punctuation, so
 # "**bold.**" right before a marker still closes its emphasis; CommonMark's flanking rule needs
 # punctuation or space after "**" that follows punctuation) and closes with a private-use character
-# that never occurs in text.
-_MARK_OPEN, _MARK_CLOSE = "\u2e28", "\ue001"
-_PLACEHOLDER_RE = re.compile(_MARK_OPEN + "(\\d+)" + _MARK_CLOSE)
+# that never occurs in text: one for the model's markers, another for those ragchat attributed.
+_MARK_OPEN, _MARK_CLOSE, _MARK_CLOSE_ATTRIBUTED = "\u2e28", "\ue001", "\ue002"
+_PLACEHOLDER_RE = re.compile(f"{_MARK_OPEN}(\\d+)([{_MARK_CLOSE}{_MARK_CLOSE_ATTRIBUTED}])")
 # A marker right after another copy of itself ("…[1][1]") shows once.
-_REPEAT_RE = re.compile(f"({_MARK_OPEN}(\\d+){_MARK_CLOSE})(?:\\s*{_MARK_OPEN}\\2{_MARK_CLOSE})+")
+_REPEAT_RE = re.compile(f"({_MARK_OPEN}(\\d+)([{_MARK_CLOSE}{_MARK_CLOSE_ATTRIBUTED}]))(?:\\s*{_MARK_OPEN}\\2\\3)+")
 
 _ALLOWED_TAGS = {
     "p",
@@ -160,19 +161,20 @@ class _Numbering:
     numbers: dict[str, int] = field(default_factory=dict)
     sources: list[dict[str, Any]] = field(default_factory=list)
     seen: dict[int, int] = field(default_factory=dict)
-    # Marker HTML by (source, number, occurrence), shared by the copies: a streaming draft re-renders
-    # its open tail every frame, and a template render per marker per frame would dominate its cost.
-    markers: dict[tuple[str, int, int], str] = field(default_factory=dict)
+    # Marker HTML by (source, number, occurrence, attributed), shared by the copies: a streaming
+    # draft re-renders its open tail every frame, and a template render per marker per frame would
+    # dominate its cost.
+    markers: dict[tuple[str, int, int, bool], str] = field(default_factory=dict)
 
     def copy(self) -> _Numbering:
         return _Numbering(self.by_id, dict(self.numbers), list(self.sources), dict(self.seen), self.markers)
 
-    def marker_html(self, n: int, *, prefix: str) -> str:
+    def marker_html(self, n: int, *, prefix: str, attributed: bool = False) -> str:
         self.seen[n] = occurrence = self.seen.get(n, 0) + 1
         source = self.sources[n - 1]
-        key = (source["source_id"], n, occurrence)
+        key = (source["source_id"], n, occurrence, attributed)
         if key not in self.markers:
-            self.markers[key] = _marker_html(source, prefix=prefix, occurrence=occurrence)
+            self.markers[key] = _marker_html(source, prefix=prefix, occurrence=occurrence, attributed=attributed)
         return self.markers[key]
 
     def apply(self, text: str) -> str:
@@ -185,7 +187,8 @@ class _Numbering:
                 self.numbers[source_id] = len(self.numbers) + 1
                 found = self.by_id[source_id]
                 self.sources.append({**found, "n": self.numbers[source_id], "url": source_url(found)})
-            return f"{_MARK_OPEN}{self.numbers[source_id]}{_MARK_CLOSE}"
+            attributed = _ATTRIBUTED_RE.fullmatch(match.group(0).lstrip()) is not None
+            return f"{_MARK_OPEN}{self.numbers[source_id]}{_MARK_CLOSE_ATTRIBUTED if attributed else _MARK_CLOSE}"
 
         # Leading spaces go with the marker: "text [1]." reads "text[1]."; a dropped one leaves no gap.
         text = _ANY_MARKER_RE.sub(replace, text)
@@ -199,7 +202,7 @@ def _percent(score: Any) -> str:
         return "N/A"
 
 
-def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str:
+def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int, attributed: bool = False) -> str:
     full = source.get("snippet_full") or ""
     short = source.get("snippet") or ""
     meta = source.get("metadata") or {}
@@ -226,6 +229,8 @@ def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int) -> str
             # Marked outdated by an owner since (documents.selectors.with_outdated, at render time).
             "outdated": bool(source.get("outdated")),
             "outdated_note": source.get("outdated_note") or "",
+            # The model did not cite this passage here; ragchat found it supports the sentence.
+            "attributed": attributed,
         },
     )
 
@@ -253,6 +258,7 @@ _CLAIM_OPEN, _CLAIM_CLOSE = "\ue010", "\ue011"
 _CLAIM_RE = re.compile(f"{_CLAIM_OPEN}(.*?){_CLAIM_CLOSE}", re.DOTALL)
 _BLOCK_TAG_RE = re.compile(r"</?(?:p|li|ul|ol|h[1-6]|pre|blockquote|table|thead|tbody|tr|td|th|hr|br)\b")
 _INLINE_TAGS = ("strong", "em", "code", "a", "del", "s")
+ATTRIBUTED_NOTE = "attributed by ragchat"
 CLAIM_NOTE = "No passage among this answer's sources supports this sentence. Check it before relying on it."
 
 
@@ -283,8 +289,9 @@ def _claim_html(match: re.Match[str]) -> str:
 
 def answer_markdown(text: str, *, known: Sequence[dict[str, Any]]) -> str:
     """The answer as Markdown to paste elsewhere (copy, export): markers numbered as on the page,
-    "[1]", and the sources listed under it."""
+    "[1]", and the sources listed under it (a source only ragchat attributed says so)."""
     numbering = _Numbering(by_id={c["source_id"]: c for c in known})
+    by_model = model_cited_source_ids(text)
     # In plain text a number reads better apart from its word: "25 days [1]".
     body = _PLACEHOLDER_RE.sub(lambda m: f" [{m.group(1)}]", numbering.apply(text)).replace("  [", " [").strip()
     if not numbering.sources:
@@ -296,6 +303,7 @@ def answer_markdown(text: str, *, known: Sequence[dict[str, Any]]) -> str:
         lines.append(
             f"- [{source['n']}] {source.get('document_name') or 'Document'}"
             + (f" ({', '.join(where)})" if where else "")
+            + ("" if source["source_id"] in by_model else f" - {ATTRIBUTED_NOTE}")
         )
     return "\n".join(lines)
 
@@ -331,7 +339,12 @@ def _render_piece(text: str, numbering: _Numbering, *, prefix: str, streaming: b
     html = markdown_to_html(numbering.apply(text))
     if claims:
         html = _CLAIM_RE.sub(_claim_html, html)
-    return _PLACEHOLDER_RE.sub(lambda match: numbering.marker_html(int(match.group(1)), prefix=prefix), html)
+    return _PLACEHOLDER_RE.sub(
+        lambda match: numbering.marker_html(
+            int(match.group(1)), prefix=prefix, attributed=match.group(2) == _MARK_CLOSE_ATTRIBUTED
+        ),
+        html,
+    )
 
 
 # A draft grows at its end; what lies before its last blank line is settled, unless the next block

@@ -321,6 +321,8 @@ async def _score_question(
         "ndcg@10": metrics.ndcg_at(ranked, relevant, 10),
         "support@5": support5,
         "context_support": support_context,
+        # No chunk reached the prompt: the chat would answer "I don't have enough information".
+        "context_chunks": len(context),
         "leaked_asker": leaked(results, asker_tags) + leaked(context, asker_tags),
         "probe_tag": probe,
         "leaked_probe": probe_leaks,
@@ -340,6 +342,8 @@ def _aggregate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "ndcg@10": metrics.mean([r["ndcg@10"] for r in rows]),
         "support@5": share("support@5"),
         "context_support@5": share("context_support"),
+        # Every gold question is answerable: each of these is a false "I don't know".
+        "zero_context": sum(1 for r in rows if not r["context_chunks"]),
         "leakage": sum(r["leaked_asker"] + r["leaked_probe"] for r in rows),
     }
     kinds = sorted({r["kind"] for r in rows})
@@ -429,7 +433,7 @@ async def citation_validity(
     ollama_url: str,
     fake: Any,
 ) -> dict[str, Any]:
-    from ragchat.fake_ollama.server import CITATION_HABITS
+    from ragchat.fake_ollama.server import CITATION_STYLES
     from ragchat.services.llm import OllamaLLM
     from ragchat.services.rag_service import RAGService
     from ragchat.services.types import RAGRequest
@@ -439,7 +443,7 @@ async def citation_validity(
     fake.reply_with(_forging_reply(forged_pool, stats))
     # Question by question, the model writes its citations canonically or in one of the styles
     # small models use ("[1]", "[S1]", full-width brackets…): the same two passages must come out.
-    habits: list[str | None] = [None, *sorted(CITATION_HABITS)]
+    habits: list[str | None] = [None, *sorted(CITATION_STYLES)]
     styled = recovered = 0
     llm_settings = replace(settings, ollama_base_url=ollama_url)
     rag = RAGService(ModeSearch(service, mode), llm_settings, llm=OllamaLLM(llm_settings, base_url=ollama_url))
@@ -583,6 +587,7 @@ SUMMARY_COLUMNS = (
     ("context_support@5", "ctx-support"),
     ("citation_validity", "cite-valid"),
     ("leakage", "leakage"),
+    ("zero_context", "no-context"),
 )
 
 
@@ -599,7 +604,7 @@ def format_table(report: dict[str, Any]) -> str:
             value = summary.get(key)
             if value is None:
                 cells.append("-")
-            elif key == "leakage":
+            elif key in ("leakage", "zero_context"):
                 cells.append(str(value))
             else:
                 cells.append(f"{value:.3f}")

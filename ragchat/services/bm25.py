@@ -50,3 +50,12 @@ def bm25_document(text: str) -> SparseVec:
 
 def bm25_query(text: str) -> SparseVec:
     return _sorted(_bm25().embed_query(text))
+
+
+def keyword_share(query: str, text: str) -> float:
+    """Share of the query's BM25 terms (stemmed words, stopwords out) that `text` holds; 0.0 for a
+    query without any. The same tokens the BM25 stage matches on, unweighted."""
+    wanted = set(bm25_query(query).indices)
+    if not wanted:
+        return 0.0
+    return len(wanted & set(bm25_document(text).indices)) / len(wanted)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from .prompts import CONTEXT_CHUNK_FORMAT, CONTEXT_CHUNK_SEPARATOR
-from .types import SOURCEID_PATTERN, Citation, SearchResult
+from .types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, Citation, SearchResult
 
 logger = logging.getLogger(__name__)
 
@@ -21,6 +21,7 @@ SNIPPET_CHARS = 200
 SNIPPET_FULL_CHARS = 1000
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
+_ATTRIBUTED_RE = re.compile(ATTRIBUTED_PATTERN)
 # Any bracketed SourceId marker, well-formed or not, for removal before term counting.
 _ANY_SOURCEID_MARKER_RE = re.compile(r"\[\s*SourceId:[^\]]*\]", re.IGNORECASE)
 
@@ -57,6 +58,11 @@ def cited_source_ids(answer: str) -> list[str]:
     return list(dict.fromkeys(_SOURCEID_RE.findall(answer)))
 
 
+def model_cited_source_ids(answer: str) -> set[str]:
+    """SourceIds the model itself cites in the answer (not only in markers ragchat attached)."""
+    return {m.group(1) for m in _SOURCEID_RE.finditer(answer) if _ATTRIBUTED_RE.fullmatch(m.group()) is None}
+
+
 def citation_from_result(result: SearchResult) -> Citation:
     snippet, snippet_full = make_snippet(result.chunk_text)
     return Citation(
@@ -77,9 +83,11 @@ def extract_citations(answer: str, results: Sequence[SearchResult]) -> list[Cita
     """Map the answer's SourceIds to the chunks that were in the prompt.
 
     Order is order of first use; a repeated id gives one citation; an id that matches no chunk
-    (a hallucinated or budget-dropped one) is logged and left out.
+    (a hallucinated or budget-dropped one) is logged and left out. A citation whose every marker
+    ragchat attached (services/attribution.py) is `attributed`.
     """
     by_id = {r.source_id: r for r in results}
+    by_model = model_cited_source_ids(answer)
     citations: list[Citation] = []
     for source_id in cited_source_ids(answer):
         result = by_id.get(source_id)
@@ -90,7 +98,9 @@ def extract_citations(answer: str, results: Sequence[SearchResult]) -> list[Cita
                 extra={"event": "citation_unknown_source_id", "source_id": source_id},
             )
             continue
-        citations.append(citation_from_result(result))
+        citation = citation_from_result(result)
+        citation.attributed = source_id not in by_model
+        citations.append(citation)
     return citations
 
 
@@ -122,6 +132,16 @@ _CANONICAL_RE = re.compile(r"\[SourceId: [a-f0-9-]{36}:\d+\]")
 
 def canonical_marker(source_id: str) -> str:
     return f"[SourceId: {source_id}]"
+
+
+def attributed_marker(source_id: str) -> str:
+    """The marker of a citation ragchat attached, not the model (services/attribution.py)."""
+    return f"[SourceId: {source_id}; attributed]"
+
+
+# The attributed form is ragchat's alone: written by the model (or copied from a passage) it is the
+# model's own citation, and becomes the canonical marker.
+_ATTRIBUTED_WORD_RE = re.compile(r"\s*attributed\s*", re.IGNORECASE)
 
 
 class _Sources:
@@ -166,6 +186,8 @@ def _rewrite_bracket(match: re.Match[str], text: str, sources: _Sources, *, afte
     # "[1]" is a reference after a word or punctuation, not an index ("x[1]") or a link ("[1](…)").
     bare_numbers = square and (after_marker or not re.fullmatch(r"[\w\])]", before)) and after != "("
     items = [i for i in _ID_SEPARATOR_RE.split(inner) if i.strip()]
+    if len(items) > 1:
+        items = [i for i in items if not _ATTRIBUTED_WORD_RE.fullmatch(i)]
     if not items:
         return None
     resolved = [_resolve(i, sources, bare_numbers=bare_numbers) for i in items]

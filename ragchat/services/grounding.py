@@ -15,7 +15,9 @@ or a number) is compared with the chunks it cites, then with the other chunks th
 
 Statuses: "supported" (by a chunk it cites), "uncited" (by a chunk of the prompt it does not cite:
 the content is grounded, the citation is missing), "unsupported" (by no chunk), "none" (no claim:
-"Here is what I found:", a question back, the model's fixed not-enough-information sentence).
+"Here is what I found:", a question back, the model's fixed not-enough-information sentence). The
+answer the pipeline stores has no "uncited" sentence: attribution.py attaches the supporting
+chunk's citation, marked as ragchat's, while the answer streams (`attributed` names those).
 
 Measured on a labelled set (ragchat/evaluation/grounding_set.py, reported by `manage.py evaluate`).
 A lexical check cannot see a negation or a swapped relation that reuses the passage's own words;
@@ -33,7 +35,7 @@ from typing import Any, Literal
 
 from .confidence import STOPWORDS
 from .prompts import MODEL_INSUFFICIENT_SENTENCE
-from .types import SOURCEID_PATTERN, SearchResult
+from .types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, SearchResult
 
 Status = Literal["supported", "uncited", "unsupported", "none"]
 
@@ -41,6 +43,7 @@ SUPPORT_THRESHOLD = 0.6  # share of a sentence's content words one chunk must ho
 MIN_CLAIM_TERMS = 2  # fewer content words (and no number) is not a claim
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
+_ATTRIBUTED_RE = re.compile(ATTRIBUTED_PATTERN)
 _MARKER = r"\[\s*SourceId\s*:[^\]\n]*\]"
 _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
 # A sentence ends at . ! ? (with closing quotes or brackets, and any citation markers right after),
@@ -80,11 +83,13 @@ class SentenceGrounding:
     supported_by: str | None = None  # the chunk that supports it best (a SourceId)
     score: float = 0.0  # share of its content words in that chunk
     missing_facts: tuple[str, ...] = ()
+    attributed: tuple[str, ...] = ()  # those of `cited` that ragchat attached, not the model
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["cited"] = list(self.cited)
         out["missing_facts"] = list(self.missing_facts)
+        out["attributed"] = list(self.attributed)
         return out
 
 
@@ -107,6 +112,11 @@ class GroundingReport:
         return sum(1 for s in self.sentences if s.status == "supported")
 
     @property
+    def attributed(self) -> int:
+        """Claims whose only citations ragchat attached (the model cited none of them)."""
+        return sum(1 for s in self.sentences if s.attributed and set(s.attributed) == set(s.cited))
+
+    @property
     def supported_share(self) -> float | None:
         """Share of claims supported by the prompt's chunks; None when the answer states nothing."""
         return self.supported / self.claims if self.claims else None
@@ -116,6 +126,7 @@ class GroundingReport:
             "claims": self.claims,
             "supported": self.supported,
             "cited_supported": self.cited_supported,
+            "attributed": self.attributed,
             "supported_share": self.supported_share,
             "sentences": [s.as_dict() for s in self.sentences],
         }
@@ -249,7 +260,8 @@ class _Chunk:
     negated: bool
 
 
-def _chunk_index(chunks: Sequence[SearchResult]) -> list[_Chunk]:
+def index_chunks(chunks: Sequence[SearchResult]) -> list[_Chunk]:
+    """The prompt's chunks as check_sentence compares them."""
     out = []
     for c in chunks:
         text = f"{c.chunk_text}\n{c.document_name}\n{c.section or ''}"
@@ -300,13 +312,19 @@ def check_sentence(
     return "unsupported", best[1], best[0], best[2]
 
 
+def cited_in(sentence: str) -> tuple[str, ...]:
+    """The SourceIds a sentence cites (the model's and attributed ones), in order, without repeats."""
+    return tuple(dict.fromkeys(_SOURCEID_RE.findall(sentence)))
+
+
 def check_answer(answer: str, chunks: Sequence[SearchResult]) -> GroundingReport:
     """Every sentence of the answer checked against the prompt's chunks (A2)."""
-    index = _chunk_index(chunks)
+    index = index_chunks(chunks)
     sentences: list[SentenceGrounding] = []
     for start, end in split_sentences(answer):
         text = answer[start:end]
-        cited = tuple(dict.fromkeys(_SOURCEID_RE.findall(text)))
+        cited = cited_in(text)
+        by_model = {m.group(1) for m in _SOURCEID_RE.finditer(text) if not _ATTRIBUTED_RE.fullmatch(m.group())}
         status, by, score, missing = check_sentence(text, index, cited)
         sentences.append(
             SentenceGrounding(
@@ -318,6 +336,7 @@ def check_answer(answer: str, chunks: Sequence[SearchResult]) -> GroundingReport
                 supported_by=by,
                 score=round(score, 3),
                 missing_facts=missing,
+                attributed=tuple(c for c in cited if c not in by_model),
             )
         )
     return GroundingReport(tuple(sentences))

@@ -17,6 +17,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from .attribution import CitationAttributor
 from .budget import TokenBudget
 from .citations import CitationNormalizer, build_context, extract_citations, make_snippet
 from .confidence import calculate_confidence, coverage_context, determine_action
@@ -301,14 +302,17 @@ class RAGService:
         # Real models' habits, undone before anyone sees a token: thinking written into the
         # content is dropped, citations written their own way become "[SourceId: …]" and invented
         # ones go. What is yielded is what is stored, counted and checked.
+        # Then a sentence that a passage supports but that cites none gets that passage's
+        # citation, attributed by ragchat (attribution.py), as soon as the sentence has ended.
         think = ThinkFilter()
         cites = CitationNormalizer(chunks)
+        attribute = CitationAttributor(chunks)
         try:
             async for raw in self._guarded_stream(messages, model):
-                if piece := cites.feed(think.feed(raw)):
+                if piece := attribute.feed(cites.feed(think.feed(raw))):
                     parts.append(piece)
                     yield TokenEvent(piece)
-            if piece := cites.feed(think.finish()) + cites.finish():
+            if piece := attribute.feed(cites.feed(think.finish()) + cites.finish()) + attribute.finish():
                 parts.append(piece)
                 yield TokenEvent(piece)
             if not "".join(parts).strip():
@@ -316,7 +320,9 @@ class RAGService:
                 # an empty answer rated and routed.
                 raise EmptyAnswerError(f"The model {model} wrote no answer")
         except RAGServiceError as e:
-            if rest := cites.feed(think.finish()) + cites.finish():  # the partial answer, whole
+            # The partial answer, whole (its last sentence perhaps cut off: not attributed).
+            rest = attribute.feed(cites.feed(think.finish()) + cites.finish()) + attribute.finish(complete=False)
+            if rest:
                 parts.append(rest)
                 yield TokenEvent(rest)
             logger.warning(
@@ -375,6 +381,7 @@ class RAGService:
                 "action": action,
                 "confidence": confidence.overall,
                 "citations": len(citations),
+                "citations_attributed": attribute.attached,
                 "grounded": response.grounded,
                 "supported_sentences": f"{grounding.supported}/{grounding.claims}",
                 "route_tag": route_to.tag if route_to else None,

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from .bm25 import keyword_share
 from .confidence import STOPWORDS
 from .config import RAGSettings
 from .types import ChatMessage, SearchResult
@@ -59,6 +60,21 @@ class Reranker(Protocol):
     """
 
     async def rerank(self, query: str, results: list[SearchResult]) -> list[SearchResult]: ...
+
+
+# The similarity floor (spec v3's 0.3 on the cosine) is for meaning, and a small embedding model
+# scores some literal matches under it: "When does the fiscal year start?" against "The fiscal year
+# runs from 1 April to 31 March" had cosine 0.24 with all-MiniLM-L6-v2, so the question got "I
+# don't know". A candidate that holds at least this share of the question's words (BM25's own
+# terms: stemmed, stopwords out) is kept whatever its cosine; a question whose words no passage
+# holds still gets zero context (docs/answer-quality.md "The similarity floor").
+KEYWORD_MATCH_SHARE = 0.6
+
+
+def passes_floor(candidate: SearchResult, *, query: str, min_score: float) -> bool:
+    """Whether a search candidate is good enough for the prompt: cosine at or above the floor, or
+    a strong keyword match (KEYWORD_MATCH_SHARE of the query's words)."""
+    return candidate.score >= min_score or keyword_share(query, candidate.chunk_text) >= KEYWORD_MATCH_SHARE
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -128,8 +144,9 @@ async def get_quality_context(
     reranker: Reranker | None = None,
     timings: dict[str, float] | None = None,
 ) -> list[SearchResult]:
-    """Over-fetch min(3k, cap) candidates, drop those under the similarity floor, dedup, rerank
-    (optional), limit per document, return the top k."""
+    """Over-fetch min(3k, cap) candidates, drop those under the similarity floor that are no strong
+    keyword match either (passes_floor), dedup, rerank (optional), limit per document, return the
+    top k."""
     candidate_limit = min(max_chunks * 3, settings.rag_dedup_candidates_cap)
     candidates = await vector_service.search(
         query,
@@ -141,7 +158,7 @@ async def get_quality_context(
     )
     if not candidates:
         return []
-    filtered = [c for c in candidates if c.score >= settings.rag_min_similarity_score]
+    filtered = [c for c in candidates if passes_floor(c, query=query, min_score=settings.rag_min_similarity_score)]
     deduped = deduplicate_chunks(
         filtered,
         threshold=settings.rag_chunk_overlap_threshold,

@@ -15,7 +15,10 @@ from typing import Any, Literal
 # ID formats (spec v3 "ID Formats")
 DOCUMENT_ID_PATTERN = r"[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}"
 SOURCEID_FORMAT_PATTERN = r"[a-f0-9-]{36}:\d+"
-SOURCEID_PATTERN = r"\[SourceId:\s*([a-f0-9-]{36}:\d+)\]"
+# A citation marker: the model's "[SourceId: <id>]", or "[SourceId: <id>; attributed]", one ragchat
+# attached to a sentence that a passage supports and the model left uncited (services/attribution.py).
+SOURCEID_PATTERN = r"\[SourceId:\s*([a-f0-9-]{36}:\d+)(?:;\s*attributed)?\]"
+ATTRIBUTED_PATTERN = r"\[SourceId:\s*([a-f0-9-]{36}:\d+);\s*attributed\]"
 
 
 def make_source_id(document_id: str, chunk_index: int) -> str:
@@ -76,6 +79,9 @@ class Citation:
     snippet_full: str  # Max 1000 chars (for UI hover only)
     # Not in the spec: extra payload of the chunk (e.g. verified_by / verified_at).
     metadata: dict[str, Any] = field(default_factory=dict)
+    # Not in the spec: every marker naming this source was attached by ragchat (attribution.py),
+    # none was written by the model.
+    attributed: bool = False
 
     @property
     def page_display(self) -> str:

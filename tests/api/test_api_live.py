@@ -181,7 +181,7 @@ def test_chat_answers_with_citations_and_continues_a_session(server, document, f
         assert first.status_code == 200, first.text
         a = first.json()
         assert a["request_id"] == first.headers["X-Request-ID"]
-        assert a["question"] == QUESTION and a["answer"].startswith("Five days carry over.")
+        assert a["question"] == QUESTION and a["answer"].startswith("Five days carry over")
         assert a["citations"] == [f"{document['id']}:0"] and a["action"] == "answered" and a["routed_to"] is None
         cited = a["citation_map"][a["citations"][0]]
         assert cited["title"] == "carry-over" and cited["url"] == f"{server.url}/documents/{document['id']}/"
@@ -244,6 +244,33 @@ def test_chat_streams_server_sent_events_token_by_token(server, document, fake_o
     assert final["message_id"] == events[0][1]["message_id"]
     # Token by token: the first token came well before the last (20 ms apart at the model).
     assert tokens[-1][1] - tokens[0][1] > 0.2
+
+
+def test_a_model_that_never_cites_gets_attributed_citations_alike_everywhere(server, document, fake_ollama):
+    # The model writes no marker; ragchat attaches the passage's citation to the supported
+    # sentence while it streams. The tokens, the stored message, the API's citation_map and
+    # grounding, the session history and the chat page all say it was attributed by ragchat.
+    fake_ollama.reply_citing(1, words=12, prefix="Here is what I found:")
+    fake_ollama.habits(citations="none")
+    with client(server, "mike") as mike:
+        with mike.stream("POST", "/chat", json={"question": QUESTION}, headers={"Accept": "text/event-stream"}) as r:
+            events = sse_events(r)
+        final = events[-1][1]
+        tokens = "".join(d["text"] for n, d, _ in events if n == "token")
+        source_id = f"{document['id']}:0"
+        assert tokens == final["answer"] and final["answer"].endswith(f" [SourceId: {source_id}; attributed].")
+        assert final["citations"] == [source_id] and final["citation_map"][source_id]["attributed"] is True
+        excerpt = final["grounding"]["sentences"][-1]
+        assert excerpt["status"] == "supported" and excerpt["attributed"] == [source_id]
+        assert final["grounding"]["attributed"] == final["grounding"]["claims"] >= 1 and final["action"] == "answered"
+        history = mike.get(f"/sessions/{final['session_id']}").json()
+        stored = history["messages"][-1]
+        assert stored["content"] == final["answer"] and stored["citation_map"] == final["citation_map"]
+    page = httpx.get(f"{server.url}/chat/{final['session_id']}/", cookies={"sessionid": server.cookie}, timeout=30)
+    assert page.status_code == 200
+    assert page.text.count('class="cite cite-by-ragchat"') == final["answer"].count("; attributed]") >= 1
+    assert "Attributed by ragchat" in page.text
+    assert "attributed]" not in page.text
 
 
 def test_streamed_failure_ends_with_an_error_event(server, document, fake_ollama):

@@ -570,10 +570,14 @@ async def test_a_models_own_citation_style_and_thinking_reach_the_page_cleaned(
     final = await ask_and_finish(tab, "Are meals and vacation days covered by the expense and vacation policy?")
     _, answer = await messages_of(chat_session)
     assert answer.status == "complete" and len(answer.citations) == 2
-    assert answer.content.count("[SourceId: ") == 2 and "[1]" not in answer.content
+    assert answer.content.count("[SourceId: ") == 3 and "[1]" not in answer.content
+    # The first passage's first sentence ("... 25 vacation days per year.") is the model's too, and
+    # uncited: ragchat attributes it to that passage.
+    assert answer.content.count("; attributed]") == 1
     assert "think" not in answer.content and "30 days" not in answer.content and "30 days" not in final
     body = re.search(r'-body" class="msg-body md">(.*?)</div>\s*<', final, re.S).group(1)
-    assert re.findall(r'class="cite-marker"[^>]*>(\d+)<', body) == ["1", "2"]
+    assert re.findall(r'class="cite-marker"[^>]*>(\d+)<', body) == ["1", "1", "2"]
+    assert body.count("cite-by-ragchat") == 1
     # A reply that is all thinking is an error that keeps the passages, not an empty answer.
     fake_ollama.reply("<think>I cannot decide")
     fake_ollama.habits()

@@ -112,3 +112,30 @@ def test_answer_markdown_numbers_markers_and_lists_sources():
     first, sources = text.split("\n\nSources:\n")
     assert first == "A **fact.** [1] Another [2]."
     assert sources.splitlines()[0].startswith("- [1] ")
+
+
+def test_a_citation_ragchat_attributed_shows_as_such():
+    # The model cited source 1; ragchat attached source 2 (and source 1 again, elsewhere).
+    text = (
+        f"Cited [SourceId: {DOC}:1]. Attached [SourceId: {DOC}:2; attributed]. Again [SourceId: {DOC}:1; attributed]."
+    )
+    rendered = render_answer(text, known=[source(1), source(2)], prefix="m1")
+    assert [s["n"] for s in rendered.sources] == [1, 2]
+    assert "SourceId" not in rendered.html and "attributed]" not in rendered.html
+    assert rendered.html.count('class="cite cite-by-ragchat"') == 2
+    assert rendered.html.count('<span class="cite" ') == 1
+    assert rendered.html.count("Attributed by ragchat") == 2
+    assert 'aria-label="Source 2, attributed by ragchat: Doc 2"' in rendered.html
+    assert 'aria-label="Source 1: Doc 1"' in rendered.html
+
+
+def test_answer_markdown_says_which_sources_ragchat_attributed():
+    from chat.rendering import answer_markdown
+
+    text = answer_markdown(
+        f"One [SourceId: {DOC}:1]. Two [SourceId: {DOC}:2; attributed]. One [SourceId: {DOC}:1; attributed].",
+        known=[source(1), source(2)],
+    )
+    first, sources = text.split("\n\nSources:\n")
+    assert first == "One [1]. Two [2]. One [1]."
+    assert sources.splitlines() == ["- [1] Doc 1", "- [2] Doc 2 - attributed by ragchat"]

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from ragchat.fake_ollama.server import CITATION_HABITS, INVENTED_SOURCE_ID
+from ragchat.fake_ollama.server import CITATION_STYLES, INVENTED_SOURCE_ID
 from ragchat.services.citations import CitationNormalizer, extract_citations, normalize_citations
 from ragchat.services.errors import EmptyAnswerError
 from ragchat.services.llm import parse_rating
@@ -185,7 +185,7 @@ def test_ratings_in_the_forms_models_write_them(reply, score):
 # ---------------------------------------------------------------- through the real RAGService
 
 
-@pytest.mark.parametrize("habit", sorted(CITATION_HABITS))
+@pytest.mark.parametrize("habit", sorted(CITATION_STYLES))
 async def test_every_habit_through_the_pipeline(rag, fake_ollama, habit):  # noqa: F811
     """The fake Ollama answers citing the prompt's first two passages in `habit`'s way, thinks
     aloud, and rates on a ten-point scale: the asker gets the canonical answer, token by token."""

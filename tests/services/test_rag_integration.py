@@ -268,14 +268,24 @@ async def test_a_question_embedded_ahead_is_searched_without_embedding_it_again(
         await vector.close()
 
 
-@pytest.mark.parametrize("case", ["nothing readable", "nothing over the similarity floor"])
+@pytest.mark.parametrize(
+    "case", ["nothing readable", "nothing over the similarity floor", "gibberish", "off-topic at the 0.3 floor"]
+)
 async def test_generate_zero_context(vector, rag_settings, fake_ollama, case):
     if case == "nothing readable":  # a tenant without documents: the vector service returns none
         rag = RAGService(vector, rag_settings)
         request = RAGRequest(query=VACATION_Q, user_tags=["hr"], tenant_id="empty-tenant")
-    else:  # candidates come back, but all under RAG_MIN_SIMILARITY_SCORE
+    elif case == "nothing over the similarity floor":
+        # Candidates come back, but all under RAG_MIN_SIMILARITY_SCORE, and none holds most of
+        # the question's words ("vacation" alone is a weak match).
         rag = RAGService(vector, replace(rag_settings, rag_min_similarity_score=0.99))
-        request = RAGRequest(query=VACATION_Q, user_tags=["hr"])
+        request = RAGRequest(query="Which vacation rules apply to interns abroad?", user_tags=["hr"])
+    elif case == "gibberish":
+        rag = RAGService(vector, replace(rag_settings, rag_min_similarity_score=0.99))
+        request = RAGRequest(query="asdf qwerty zxcv", user_tags=["hr", "legal", "finance"])
+    else:
+        rag = RAGService(vector, replace(rag_settings, rag_min_similarity_score=0.3))
+        request = RAGRequest(query="What is the capital of France?", user_tags=["hr", "legal", "finance"])
     response = await rag.generate(request)
     assert response.answer == INSUFFICIENT_CONTEXT_ANSWER
     assert (
@@ -294,6 +304,18 @@ async def test_generate_zero_context(vector, rag_settings, fake_ollama, case):
     assert response.model_used == "llama3.2"
     # short-circuit: no generation, no rating
     assert fake_ollama.requests_to("/api/chat") == [] and fake_ollama.requests_to("/api/generate") == []
+
+
+async def test_a_strong_keyword_match_under_the_similarity_floor_reaches_the_prompt(vector, rag_settings, fake_ollama):
+    # The question's words are the passage's words, but its cosine is under the floor (0.99 here;
+    # with a small embedding model "When does the fiscal year start?" scored 0.24 against "The
+    # fiscal year runs from 1 April"): it is answered from the passage, not "I don't know".
+    rag = RAGService(vector, replace(rag_settings, rag_min_similarity_score=0.99))
+    fake_ollama.reply_citing(1)
+    response = await rag.generate(RAGRequest(query="When are unused vacation days carried over?", user_tags=["hr"]))
+    assert response.answer != INSUFFICIENT_CONTEXT_ANSWER
+    assert [c.document_id for c in response.context] == [CARRYOVER]
+    assert response.context[0].score < 0.99 and response.citations[0].document_id == CARRYOVER
 
 
 async def test_generate_low_confidence_routes(rag, fake_ollama, owners):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
+from dataclasses import replace
 
 import pytest
 
@@ -34,6 +35,7 @@ from ragchat.services.retrieval import (
     deduplicate_chunks,
     is_follow_up,
     limit_per_document,
+    passes_floor,
 )
 from ragchat.services.routing import get_route_target
 from ragchat.services.smalltalk import detect_smalltalk
@@ -308,6 +310,26 @@ def test_budget_model_with_latest_tag_uses_its_limits():
 
 
 # ---------------------------------------------------------------- retrieval quality
+
+
+@pytest.mark.parametrize(
+    ("query", "kept"),
+    [
+        ("When does the fiscal year start?", True),  # two of its three words: fiscal, year
+        ("fiscal year", True),
+        ("What is the parking policy?", False),  # neither word
+        ("When does the year end?", False),  # "year" alone: one of two
+        ("asdf qwerty", False),
+        ("", False),
+    ],
+)
+def test_the_similarity_floor_keeps_a_strong_keyword_match(query, kept):
+    # Under the cosine floor, a passage is kept only when it holds most of the question's words.
+    passage = result(
+        text="The fiscal year runs from 1 April to 31 March; the budget is agreed in February.", score=0.24
+    )
+    assert passes_floor(passage, query=query, min_score=0.3) is kept
+    assert passes_floor(replace(passage, score=0.3), query=query, min_score=0.3) is True
 
 
 def test_deduplicate_chunks():
@@ -601,11 +623,21 @@ async def test_grounded_true_with_citations(rag, fake_ollama):  # noqa: F811
 
 
 async def test_grounded_false_no_citations(rag, fake_ollama):  # noqa: F811
-    # A well-supported answer that cites nothing is still not grounded: grounded is about
-    # citations only, independent of confidence.
-    fake_ollama.reply("Full-time employees get twenty five vacation days of paid leave per calendar year.")
+    # An answer that cites nothing, and that no passage supports (so ragchat attaches no citation
+    # either), is not grounded: grounded is about citations only, independent of confidence.
+    fake_ollama.reply("Full-time employees get thirty vacation days of paid leave per calendar year.")
     fake_ollama.rating(100)
     response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
     assert response.citations == []
     assert response.grounded is False
-    assert response.confidence.overall >= 60
+    assert response.confidence.llm_score == 100 and response.confidence.overall > 0
+
+
+async def test_a_supported_uncited_answer_is_grounded_by_an_attributed_citation(rag, fake_ollama):  # noqa: F811
+    fake_ollama.reply("Full-time employees get twenty five vacation days of paid leave per calendar year.")
+    fake_ollama.rating(100)
+    response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    [citation] = response.citations
+    assert citation.attributed is True
+    assert response.answer.endswith(f"calendar year [SourceId: {citation.source_id}; attributed].")
+    assert response.grounded is True
