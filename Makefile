@@ -54,10 +54,11 @@ $(LLM_STAMP):
 llm-lane: install $(LLM_STAMP)
 	RAGCHAT_LLM_VENV=$(LLM_VENV) $(BIN)/python -m ragchat.real_model model
 
-## The answers end to end on the labelled set, with the real model (server started and stopped here).
+## The answers end to end on the labelled set, with the real model (server started and stopped here);
+## EVAL_REAL_ARGS="--sample 18" bounds the run on a slow box.
 evaluate-real: llm-lane
 	mkdir -p test-artifacts
-	RAGCHAT_LLM_VENV=$(LLM_VENV) DJANGO_DEBUG=true $(BIN)/python manage.py evaluate --answers --real-model --json test-artifacts/answers-real.json
+	RAGCHAT_LLM_VENV=$(LLM_VENV) DJANGO_DEBUG=true $(BIN)/python manage.py evaluate --answers --real-model --json test-artifacts/answers-real.json $(EVAL_REAL_ARGS)
 
 ## The tests marked real_model (chat websocket, API, streaming, citations, hostile documents) on real tokens.
 test-real: llm-lane
