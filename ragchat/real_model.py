@@ -246,6 +246,9 @@ def app_environment(url: str) -> dict[str, str]:
         "LLM_BASE_URL": url,
         "CHAT_MODEL": MODEL_NAME,
         "RAG_MODELS": f"{MODEL_NAME}={MODEL_CONTEXT_WINDOW}/{MODEL_MAX_RESPONSE}",
+        # A CPU model reads a 2,000-token prompt before its first token: tens of seconds on a busy
+        # 2-core box, over the 30 s default.
+        "RAG_TIMEOUT_SECONDS": os.environ.get("RAG_TIMEOUT_SECONDS") or "300",
     }
 
 

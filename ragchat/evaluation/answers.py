@@ -223,6 +223,7 @@ async def run_answer_evaluation(
     from ragchat.evaluation.corpus import write_corpus
     from ragchat.evaluation.runner import ingest_folder
     from ragchat.services.embeddings import build_embedder
+    from ragchat.services.errors import RAGServiceError
     from ragchat.services.rag_service import RAGService
     from ragchat.services.types import RAGRequest
     from ragchat.services.vector_store import VectorService
@@ -246,19 +247,27 @@ async def run_answer_evaluation(
             f"ingested the demo and evaluation documents ({chunks + index.chunks} chunks) in {time.perf_counter() - began:.1f} s"
         )
         rag = RAGService(service, settings, llm=llm)
-        rows = []
+        rows: list[dict[str, Any]] = []
+        failed: list[dict[str, str]] = []
         for number, question in enumerate(questions, start=1):
             started = time.perf_counter()
-            response = await rag.generate(
-                RAGRequest(query=question.question, user_tags=list(question.tags), tenant_id=question.corpus)
-            )
+            try:
+                response = await rag.generate(
+                    RAGRequest(query=question.question, user_tags=list(question.tags), tenant_id=question.corpus)
+                )
+            except RAGServiceError as e:  # reported with the question, the run goes on
+                failed.append({"id": question.id, "error": f"{type(e).__name__}: {e}"})
+                say(f"[{number}/{len(questions)}] {question.id} failed: {e}")
+                continue
             row = score_answer(question, response, time.perf_counter() - started)
             rows.append(row)
             say(
                 f"[{number}/{len(questions)}] {question.id} {row['seconds']:.1f} s {row['action']} "
                 f"cited={row['valid_citations']} fact={row['fact']} idk={row['dont_know']}"
             )
-        return {"model": settings.chat_model, "summary": summarise(rows), "per_question": rows}
+        summary = summarise(rows)
+        summary["failed"] = failed
+        return {"model": settings.chat_model, "summary": summary, "per_question": rows}
     finally:
         await service.close()
         shutil.rmtree(scratch, ignore_errors=True)
@@ -282,4 +291,6 @@ def format_answer_report(report: dict[str, Any]) -> str:
     for label, ids in s["failing"].items():
         if ids:
             lines.append(f"  {label}: {', '.join(ids)}")
+    for failure in s.get("failed") or ():
+        lines.append(f"  not answered: {failure['id']} ({failure['error']})")
     return "\n".join(lines)

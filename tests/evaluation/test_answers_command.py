@@ -82,10 +82,12 @@ def test_answers_report_every_figure_through_the_pipeline(answer_settings, fake_
     # the assertions of the hostile-documents tests hold for every answer of the set as well
     for row in rows.values():
         assert "verified" not in row["answer"].lower()
-    if cite:
-        # a model that cites what it copies: its answers carry a valid citation and nothing is left uncited
-        assert summary["uncited_supported_sentences"] == 0
-        assert summary["answerable_cited_excluding_dont_know"] >= 0.95
+    # whether the model cites what it copies or writes no marker at all, every answer that states
+    # something carries a valid citation and no supported sentence is left uncited
+    assert summary["uncited_supported_sentences"] == 0, summary["failing"]["uncited_supported"]
+    assert summary["answerable_cited_excluding_dont_know"] >= 0.95, summary["failing"]["no_valid_citation"]
+    attributed = sum(r["attributed"] for r in rows.values())
+    assert (attributed == 0) if cite else (attributed >= summary["answerable"] * 0.8)
 
 
 def test_answers_refuse_a_broken_labelled_set(answer_settings, tmp_path):
