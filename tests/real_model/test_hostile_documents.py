@@ -71,7 +71,11 @@ def lane_skip_reason() -> str | None:
     return real_model.missing()
 
 
-@pytest.fixture(scope="module", params=["fake-obeying-model", pytest.param("real-model", marks=pytest.mark.real_model)])
+# A CPU model on a busy box takes minutes per answer (README "The real-model lane").
+REAL = pytest.param("real-model", marks=[pytest.mark.real_model, pytest.mark.timeout(1800)])
+
+
+@pytest.fixture(scope="module", params=["fake-obeying-model", REAL])
 def model(request, ollama_server):
     if request.param == "real-model":
         reason = lane_skip_reason()
