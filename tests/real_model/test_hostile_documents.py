@@ -121,7 +121,7 @@ def server(tmp_path_factory, ollama_server, model):
 
 def client(server, who: str) -> httpx.Client:
     return httpx.Client(
-        base_url=server.url + "/api/v1", headers={"Authorization": f"Bearer {server.tokens[who]}"}, timeout=180
+        base_url=server.url + "/api/v1", headers={"Authorization": f"Bearer {server.tokens[who]}"}, timeout=900
     )
 
 
