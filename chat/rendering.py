@@ -149,7 +149,9 @@ def source_url(source: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class RenderedAnswer:
     html: str
-    sources: list[dict[str, Any]]  # the cited sources in marker order, each with "n" and "url"
+    # The cited sources in marker order, each with "n", "url" and "attributed" (ragchat attached
+    # every marker naming it).
+    sources: list[dict[str, Any]]
 
 
 @dataclass
@@ -248,7 +250,9 @@ def render_answer(
     numbering = _Numbering(by_id={c["source_id"]: c for c in known})
     spans = _unsupported_spans(text, grounding)
     html = _render_piece(_mark_claims(text, spans), numbering, prefix=prefix, streaming=streaming, claims=bool(spans))
-    return RenderedAnswer(html=html, sources=numbering.sources)
+    by_model = model_cited_source_ids(text)
+    sources = [{**s, "attributed": s["source_id"] not in by_model} for s in numbering.sources]
+    return RenderedAnswer(html=html, sources=sources)
 
 
 # Unsupported sentences (axiom A2) are marked with private-use sentinels before Markdown and turned

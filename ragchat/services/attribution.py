@@ -26,12 +26,16 @@ import re
 from collections.abc import Sequence
 
 from .citations import attributed_marker
-from .grounding import check_sentence, cited_in, index_chunks, split_sentences
+from .grounding import SENTENCE_END_RE, check_sentence, cited_in, index_chunks, split_sentences
 from .types import SearchResult
 
 logger = logging.getLogger(__name__)
 
 _END_MARK_RE = re.compile(r"[.!?…]+$")
+# How far before a new piece a sentence end it completes may begin (an end mark, closing quotes and
+# the model's markers after it).
+_LOOK_BACK = 1000
+_END_CHARS = ".!?…\n"
 
 
 def _marker_point(sentence: str) -> int:
@@ -56,6 +60,7 @@ class CitationAttributor:
         self._text = ""  # everything received, with the markers attached so far
         self._given = 0  # how much of _text was given out
         self._checked = 0  # the sentences ending before this offset of _text are checked
+        self._open = True  # the text ends in a sentence that may go on (or nothing yet)
         self.attached = 0  # markers attached so far
 
     @property
@@ -64,9 +69,36 @@ class CitationAttributor:
         return self._text[: self._given]
 
     def feed(self, piece: str) -> str:
-        if piece:
-            self._text += piece
+        before = len(self._text)
+        self._text += piece
+        if not self._ends_a_sentence(before):
+            # Nothing ended: the open sentence (or code) only grew, and goes out up to its end, or
+            # whole. Splitting the unchecked text again on every piece would cost the length of a
+            # long sentence or code block per piece.
+            hold = len(self._text)
+            if self._open:  # without the white space after it: a marker may go there
+                while hold > self._given and self._text[hold - 1].isspace():
+                    hold -= 1
+            return self._give(hold)
         return self._advance(final=False)
+
+    def _ends_a_sentence(self, before: int) -> bool:
+        """Whether the text that came after `before` may end a sentence (or a line): a sentence end
+        at or after the last word before it (what follows an end mark decides whether it is one)."""
+        text = self._text
+        words_end = before
+        while words_end > self._checked and text[words_end - 1].isspace():
+            words_end -= 1
+        if SENTENCE_END_RE.search(text, words_end) is not None:
+            return True
+        # An end mark before it counts if only closing quotes or markers lie between (none of
+        # which holds an end mark): the last one is the one to try.
+        start = max(self._checked, words_end - _LOOK_BACK)
+        last = max(text.rfind(mark, start, words_end) for mark in _END_CHARS)
+        if last < 0:
+            return False
+        found = SENTENCE_END_RE.match(text, last)
+        return found is not None and found.end() >= words_end
 
     def finish(self, *, complete: bool = True) -> str:
         """The rest. `complete` False (the model stopped mid-answer): the last sentence, perhaps
@@ -81,12 +113,14 @@ class CitationAttributor:
         spans = split_sentences(tail)
         hold = len(self._text)
         ended: list[tuple[int, int]] = []
+        self._open = False
         for i, (start, end) in enumerate(spans):
             rest = tail[end:]
             if final or i < len(spans) - 1 or "\n" in rest or rest.strip():
                 ended.append((start, end))
             else:  # the last sentence may go on, or a marker of the model may follow its end mark
                 hold = base + start + _marker_point(tail[start:end])
+                self._open = True
         inserts: list[tuple[int, str]] = []
         for start, end in ended:
             sentence = tail[start:end]
@@ -104,6 +138,9 @@ class CitationAttributor:
         self.attached += len(inserts)
         if ended:
             self._checked = base + ended[-1][1] + sum(len(m) for _, m in inserts)
+        return self._give(hold)
+
+    def _give(self, hold: int) -> str:
         hold = max(hold, self._given)
         piece = self._text[self._given : hold]
         self._given = hold

@@ -49,6 +49,7 @@ _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
 # A sentence ends at . ! ? (with closing quotes or brackets, and any citation markers right after),
 # followed by white space or the end; or at a line break (list items, paragraphs, headings).
 _END_RE = re.compile(rf"[.!?…]+[\"'”’)\]]*(?:[ \t]*{_MARKER})*(?=\s|$)|\n+", re.IGNORECASE)
+SENTENCE_END_RE = _END_RE  # where a sentence may end (split_sentences decides; attribution.py looks ahead)
 _ABBREVIATIONS = {
     "e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "no", "nr", "approx", "incl", "fig", "p", "pp",
     "st", "ca", "cf", "dept", "max", "min", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.browser.conftest import seeded_server
+from tests.browser.test_axe_browser import AXE, axe_problems
 
 pytestmark = pytest.mark.browser
 
@@ -59,8 +60,10 @@ def browser(chromium):
     return chromium
 
 
-def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False):
-    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
+def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False, bypass_csp: bool = False):
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, bypass_csp=bypass_csp
+    )
     page = context.new_page()
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", "erin")
@@ -141,6 +144,55 @@ def test_ask_stream_hover_reload_and_screenshots(chat_server, browser, fake_olla
     page.locator("article.status-complete .cite-marker").first.tap()
     page.locator("article.status-complete .cite-card").first.wait_for(state="visible")
     page.screenshot(path=str(ARTIFACTS / "chat-phone-card.png"))
+    context.close()
+
+
+def test_citations_ragchat_attributed_are_marked_as_such(chat_server, browser, fake_ollama):
+    """A model that writes no citation: the supported sentences get their passages' markers,
+    outlined, with "Attributed by ragchat" in the card; the unsupported one gets none."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    fake_ollama.reply(
+        "Full-time employees get **25 vacation days** per year. "
+        "Up to five unused vacation days carry over into the next year and expire on March 31.\n\n"
+        "Ask HR if your contract is special."
+    )
+    fake_ollama.rating(90)
+    # axe-core is injected as a script: this context lets it past the page's CSP.
+    context, page = _sign_in(browser, chat_server, width=1280, height=860, bypass_csp=True)
+    _new_chat(page)
+    page.fill("#question", "How many vacation days do I get, and do they carry over?")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("article.msg-assistant.status-complete", timeout=20_000)
+    answer = page.locator("article.status-complete .msg-body")
+    assert answer.locator(".cite-marker").count() == 2
+    assert answer.locator(".cite.cite-by-ragchat").count() == 2
+    assert (
+        answer.locator(".cite-marker").first.get_attribute("aria-label").startswith("Source 1, attributed by ragchat: ")
+    )
+    sources = page.locator("article.status-complete .sources-list li")
+    assert [sources.nth(i).inner_text().endswith("attributed by ragchat") for i in range(2)] == [True, True]
+    border = answer.locator(".cite-marker").first.evaluate("e => getComputedStyle(e).borderTopStyle")
+    assert border == "dashed"
+    assert AXE, "axe-core is missing: run `make axe`"
+    assert axe_problems(page, AXE[-1].read_text()) == []  # the outlined markers, before a card opens
+    answer.locator(".cite-marker").first.hover()
+    card = answer.locator(".cite-card").first
+    card.wait_for(state="visible")
+    assert "Attributed by ragchat" in card.inner_text() and "Vacation Policy 2026.pdf" in card.inner_text()
+    page.screenshot(path=str(ARTIFACTS / "chat-desktop-attributed-card.png"))
+    url = page.url
+    context.close()
+
+    context, page = _sign_in(browser, chat_server, width=390, height=844, mobile=True)
+    page.goto(url)
+    page.wait_for_selector("article.msg-assistant.status-complete")
+    page.locator("article.status-complete .cite-marker").first.tap()
+    card = page.locator("article.status-complete .cite-card").first
+    card.wait_for(state="visible")
+    assert "Attributed by ragchat" in card.inner_text()
+    box = card.bounding_box()
+    assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 390
+    page.screenshot(path=str(ARTIFACTS / "chat-phone-attributed-card.png"))
     context.close()
 
 

@@ -120,7 +120,7 @@ def test_a_citation_ragchat_attributed_shows_as_such():
         f"Cited [SourceId: {DOC}:1]. Attached [SourceId: {DOC}:2; attributed]. Again [SourceId: {DOC}:1; attributed]."
     )
     rendered = render_answer(text, known=[source(1), source(2)], prefix="m1")
-    assert [s["n"] for s in rendered.sources] == [1, 2]
+    assert [(s["n"], s["attributed"]) for s in rendered.sources] == [(1, False), (2, True)]
     assert "SourceId" not in rendered.html and "attributed]" not in rendered.html
     assert rendered.html.count('class="cite cite-by-ragchat"') == 2
     assert rendered.html.count('<span class="cite" ') == 1

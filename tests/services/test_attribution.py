@@ -112,6 +112,11 @@ STREAMED = [
     "Unused days expire on 31 March",
     "Run this:\n\n```\nflights need approval. Of your manager.\n```\n\nFlights need the approval of your manager [9].",
     "Unused days expire on 31 March.   ",
+    # Markers after a sentence's end mark belong to it; a long sentence and a long code block go
+    # out as they come (the text is split again only where a sentence may have ended).
+    "Unused days expire on 31 March. [1] [2]  Each full-time employee gets 25 days.\n- Book trains for trips\n" * 3,
+    "Every full-time employee gets 25 days" + ", and every full-time employee gets 25 days of paid vacation" * 40,
+    "Run:\n\n```\n" + "x = 1  # book trains. For trips!\n" * 40 + "```\nUnused days expire on 31 March.",
 ]
 
 
