@@ -52,6 +52,28 @@ def test_health_all_up(admin_client, rag_runtime, fake_ollama):
     }
 
 
+def test_health_shows_the_openai_compatible_server_and_its_models(admin_client, rag_runtime, fake_ollama, settings):
+    """LLM_PROVIDER=openai: the model server's part names the provider, asks its /v1/models, and
+    shows the allowlist RAG_MODELS configured."""
+    runtime.reset()
+    settings.RAG = replace(
+        settings.RAG,
+        llm_provider="openai",
+        llm_base_url=f"{fake_ollama.url}/v1",
+        rag_models="qwen2.5-0.5b-instruct=4096/512",
+        chat_model="qwen2.5-0.5b-instruct",
+    )
+    fake_ollama.models(["llama3.2"])
+    body = json.loads(admin_client.get("/health").content)
+    llm = body["llm"]
+    assert (llm["provider"], llm["base_url"], llm["reachable"]) == ("openai", f"{fake_ollama.url}/v1", True)
+    assert llm["missing"] == ["qwen2.5-0.5b-instruct"] and body["status"] == "degraded"
+    assert llm["allowlist"] == {"qwen2.5-0.5b-instruct": {"context_window": 4096, "max_response": 512}}
+    assert fake_ollama.requests_to("/v1/models") and not fake_ollama.requests_to("/api/tags")
+    fake_ollama.models(["qwen2.5-0.5b-instruct"])
+    assert json.loads(admin_client.get("/health").content)["status"] == "ok"
+
+
 def test_health_ollama_down_is_degraded_but_up(admin_client, rag_runtime, fake_ollama):
     """Embedded mode works without Ollama (answers degrade to cited passages), so 200."""
     fake_ollama.refuse_connections()

@@ -143,6 +143,7 @@ class _Script:
     stall_after_tokens: int | None = None
     stall_seconds: float = 0.0
     error_after_tokens: int | None = None
+    cut_after_tokens: int | None = None
     error_message: str = "an error was encountered while running the model"
     fail_status: int | None = None
     fail_times: int | None = None  # None = every request
@@ -332,6 +333,13 @@ class FakeOllama:
         with self._lock:
             self._script.stall_after_tokens = n_tokens
             self._script.stall_seconds = seconds
+
+    def cut_stream_after(self, after_tokens: int) -> None:
+        """End the stream after `after_tokens` pieces without saying why: no final `done` line
+        (Ollama), `[DONE]` with no finish reason (OpenAI), as llama-cpp-python's server ends a
+        stream that a newer request interrupted."""
+        with self._lock:
+            self._script.cut_after_tokens = after_tokens
 
     def require_api_key(self, key: str | None) -> None:
         """`/v1/` requests without `Authorization: Bearer <key>` get 401 (None: no key needed)."""
@@ -838,6 +846,9 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_line({"error": script.error_message})
                 self._end_stream(script)
                 return
+            if script.cut_after_tokens is not None and i == script.cut_after_tokens:
+                self._end_stream(script)
+                return
             self._send_line(chunk(piece, done=False))
         self._send_line(final())
         self._end_stream(script)
@@ -957,6 +968,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._stall_or_wait(script, cancel, i)
             if script.error_after_tokens is not None and i == script.error_after_tokens:
                 self._send_event({"error": {"message": script.error_message, "type": "server_error"}})
+                self._end_stream(script)
+                return
+            if script.cut_after_tokens is not None and i == script.cut_after_tokens:
+                self._send_event("[DONE]")
                 self._end_stream(script)
                 return
             self._send_event(delta({"content": piece}))

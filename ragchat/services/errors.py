@@ -11,7 +11,7 @@ class RAGServiceError(Exception):
 
 
 class LLMConnectionError(RAGServiceError):
-    """Cannot connect to Ollama."""
+    """Cannot connect to the model server (Ollama or the OpenAI-compatible one)."""
 
 
 class LLMTimeoutError(RAGServiceError):
@@ -23,7 +23,7 @@ class ModelNotAllowedError(RAGServiceError):
 
 
 class ModelUnavailableError(RAGServiceError):
-    """Model not available in Ollama."""
+    """Model not available on the model server."""
 
 
 class ContextError(RAGServiceError):
@@ -35,7 +35,7 @@ class TokenBudgetExceededError(RAGServiceError):
 
 
 class LLMResponseError(RAGServiceError):
-    """Ollama answered, but with an error (HTTP 5xx after retries, malformed stream)."""
+    """The model server answered, but with an error (HTTP 5xx after retries, malformed or cut stream)."""
 
 
 class EmptyAnswerError(LLMResponseError):

@@ -335,6 +335,13 @@ class LLMClient:
                         chunk = await _pull(agen, timeout, limit=timeout)
                     except Exception as e:
                         raise self._map_error(e, model=model) from e
+                if done_reason is None:
+                    # Both protocols end a whole answer by saying why (stop, length): a stream that
+                    # just ends was cut off (llama-cpp-python's server ends the stream a newer
+                    # request interrupts that way); stored as complete, it would be a wrong answer.
+                    raise LLMResponseError(
+                        f"{_capital(self.server)} ended the answer of '{model}' without finishing it"
+                    )
             finally:
                 await _aclose(agen)
         finally:

@@ -25,8 +25,10 @@ from typing import Any
 import httpx
 import openai
 from langchain_openai.chat_models.base import BaseChatOpenAI
+from openai.types.chat import ChatCompletionChunk
+from pydantic import SecretStr
 
-from .errors import RAGServiceError
+from .errors import LLMResponseError, RAGServiceError
 from .llm import LLMClient, map_transport_error
 from .retry import is_transient_error
 
@@ -45,10 +47,21 @@ class OpenAICompatibleLLM(LLMClient):
         return {"Authorization": f"Bearer {key}"} if key else {}
 
     def _chat_model(self, model: str, num_predict: int) -> Any:
+        # httpx, not the SDK's own httpx2: the SDK takes httpx clients as they are, and so every
+        # transport error (refused, timed out, reset) is one the shared retry and error rules know.
+        client = _ChunksAsDicts(
+            base_url=self.base_url,
+            api_key=self.settings.llm_api_key or NO_API_KEY,
+            max_retries=0,
+            timeout=self._client_timeout(),  # type: ignore[arg-type]
+            http_client=httpx.AsyncClient(  # type: ignore[arg-type]
+                timeout=self._client_timeout(), limits=self._client_limits(), verify=self._ssl()
+            ),
+        )
         return BaseChatOpenAI(
             model=model,
             base_url=self.base_url,
-            api_key=self.settings.llm_api_key or NO_API_KEY,
+            api_key=SecretStr(self.settings.llm_api_key or NO_API_KEY),
             temperature=self.settings.rag_temperature,
             max_tokens=num_predict,
             stream_usage=True,
@@ -57,10 +70,9 @@ class OpenAICompatibleLLM(LLMClient):
             # Our own per-chunk deadline (llm.py `_pull`) is the one that counts.
             stream_chunk_timeout=None,
             use_responses_api=False,
-            http_async_client=httpx.AsyncClient(
-                timeout=self._client_timeout(), limits=self._client_limits(), verify=self._ssl()
-            ),
-            # Never used (every call is async), but the SDK builds one: without this it would load
+            root_async_client=client,
+            async_client=client.chat.completions,
+            # Never used (every call is async), but langchain builds one: without this it would load
             # the CA certificates again for each lane.
             http_client=httpx.Client(timeout=self._client_timeout(), verify=self._ssl()),
         )
@@ -82,9 +94,32 @@ class OpenAICompatibleLLM(LLMClient):
         )
 
     async def _fetch_models(self) -> tuple[str, ...]:
-        data = await self._get_json("/models", headers=self._headers())
+        try:
+            data = await self._get_json("/models", headers=self._headers())
+        except LLMResponseError as e:
+            cause = e.__cause__
+            if isinstance(cause, httpx.HTTPStatusError) and cause.response.status_code == 404:
+                # The usual slip: the server's address without the API's root (vLLM's is /v1).
+                raise LLMResponseError(
+                    f"{e}: is LLM_BASE_URL the API's root, the part before /chat/completions "
+                    "(e.g. http://localhost:8000/v1)?"
+                ) from cause
+            raise
         models = data.get("data") if isinstance(data, dict) else None
         return tuple(str(m["id"]) for m in models or [] if isinstance(m, dict) and m.get("id"))
+
+
+class _ChunksAsDicts(openai.AsyncOpenAI):
+    """The SDK's client, handing each streamed chunk on as the dict it parsed. The SDK builds a
+    pydantic object of every chunk and langchain-openai turns it back into a dict at once
+    (`model_dump`): measured on this machine, 200-230 us of the event loop per streamed piece,
+    against 60 for the Ollama client; with the dicts, 80. langchain-openai takes dicts as
+    they are. Anything else the SDK parses (errors, other endpoints) is built as before."""
+
+    def _process_response_data(self, *, data: object, cast_to: Any, response: Any) -> Any:
+        if cast_to is ChatCompletionChunk and isinstance(data, dict):
+            return data
+        return super()._process_response_data(data=data, cast_to=cast_to, response=response)
 
 
 def _transport_cause(e: BaseException) -> httpx.HTTPError | None:

@@ -7,8 +7,10 @@ and never touches the network:
 1. an exact count, if one is cached for (model, sha256(text)) — filled by `prefetch_exact()` off the
    query path (e.g. at ingestion), with spec v3's `/api/generate` + `num_predict: 0` method;
 2. otherwise an estimate: len/4 until calibrated, then len / (chars per token) where the ratio is
-   learned from the usage counts Ollama returns with every real generation (`prompt_eval_count`
-   against the prompt's characters; fed by OllamaLLM from the stream's final chunk).
+   learned from the usage counts the model server returns with a generation (Ollama's
+   `prompt_eval_count`, the OpenAI API's `usage.prompt_tokens`, against the prompt's characters; fed
+   by the LLM client, llm.py). The OpenAI-compatible API has no tokenize call: there, counts are
+   always these calibrated estimates.
 
 References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """

@@ -284,3 +284,51 @@ async def test_a_burst_of_connections_is_taken_at_once_as_ollama_takes_it(fake_o
 
     took = await asyncio.gather(*(connect() for _ in range(400)))
     assert max(took) < 0.9, f"{sum(t >= 0.9 for t in took)} of 400 connections waited for a SYN retry"
+
+
+# ---- the OpenAI-compatible chat API ------------------------------------------------------------
+
+
+def _sse_data(text: str) -> list[str]:
+    return [line[len("data: ") :] for line in text.splitlines() if line.startswith("data: ")]
+
+
+def test_openai_chat_streams_server_sent_events_with_usage_when_asked(fake_ollama: FakeOllama) -> None:
+    """The shape vLLM and llama.cpp's server send: a role delta, one delta per piece, the finish
+    reason, a usage chunk with no choices (only with `stream_options.include_usage`), `[DONE]`."""
+    fake_ollama.reply("Twenty five days.")
+    request = {"model": "llama3.2", "stream": True, "messages": [{"role": "user", "content": "Leave?"}]}
+    with httpx.Client(base_url=fake_ollama.url) as http:
+        plain = http.post("/v1/chat/completions", json=request)
+        counted = http.post("/v1/chat/completions", json={**request, "stream_options": {"include_usage": True}})
+        models = http.get("/v1/models").json()
+    assert plain.headers["content-type"] == "text/event-stream"
+    events = _sse_data(plain.text)
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks) == "Twenty five days."
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and "usage" not in chunks[-1]
+    usage = json.loads(_sse_data(counted.text)[-2])
+    assert usage["choices"] == [] and usage["usage"]["completion_tokens"] == 5
+    assert [m["id"] for m in models["data"]] == ["llama3.2:latest", "qwen3:8b", "nomic-embed-text:latest"]
+
+
+def test_openai_chat_whole_answers_and_errors(fake_ollama: FakeOllama) -> None:
+    fake_ollama.reply("one two three")
+    with httpx.Client(base_url=fake_ollama.url) as http:
+        whole = http.post(
+            "/v1/chat/completions",
+            json={"model": "llama3.2", "max_tokens": 3, "messages": [{"role": "user", "content": "Count"}]},
+        ).json()
+        assert whole["choices"][0]["message"] == {"role": "assistant", "content": "one two"}
+        assert whole["choices"][0]["finish_reason"] == "length" and whole["usage"]["completion_tokens"] == 3
+        missing = http.post("/v1/chat/completions", json={"model": "mistral", "messages": []})
+        assert missing.status_code == 404 and "mistral" in missing.json()["error"]["message"]
+        fake_ollama.fail_with(503, times=1)
+        busy = http.post("/v1/chat/completions", json={"model": "llama3.2", "messages": []})
+        assert busy.status_code == 503 and busy.json()["error"]["type"] == "server_error"
+        fake_ollama.require_api_key("k")
+        assert http.get("/v1/models").status_code == 401
+        assert http.get("/v1/models", headers={"Authorization": "Bearer k"}).status_code == 200
+        assert http.get("/api/tags").status_code == 200  # Ollama's own API wants no key

@@ -213,6 +213,17 @@ async def test_error_after_first_token_is_not_retried(fake_ollama: FakeOllama, l
     assert len(fake_ollama.requests_to("/api/chat")) == 1
 
 
+async def test_a_stream_that_just_ends_is_an_error_not_an_answer(fake_ollama: FakeOllama, llm: OllamaLLM) -> None:
+    """No final `done` line: the answer was cut off, and is not passed on as a whole one."""
+    fake_ollama.reply("one two three")
+    fake_ollama.cut_stream_after(3)
+    received: list[str] = []
+    with pytest.raises(LLMResponseError, match="without finishing it"):
+        async for piece in llm.stream(messages=QUESTION, model="llama3.2"):
+            received.append(piece)
+    assert received == ["one", " ", "two"]
+
+
 async def test_unknown_model_raises_model_unavailable(fake_ollama: FakeOllama, llm: OllamaLLM) -> None:
     fake_ollama.models(["llama3.2:latest"])
     with pytest.raises(ModelUnavailableError):
