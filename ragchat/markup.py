@@ -15,7 +15,10 @@ import html
 import re
 
 import nh3
+from django.conf import settings
 from markdown_it import MarkdownIt
+
+from ragchat.services.web.urls import host_allowed, normalise_domains
 
 ALLOWED_TAGS = {
     "p",
@@ -63,11 +66,24 @@ def _markdown() -> MarkdownIt:
     return md
 
 
-def sanitize_html(html: str) -> str:
+def _inside_link(element: str, attribute: str, value: str) -> str | None:
+    """A link keeps its address only inside the app (a relative path or an anchor), as an email
+    address, or on a domain of RAG_ALLOWLIST_DOMAINS: a document that tells the model to add a link
+    to an outside address (phishing, exfiltration in the query string) leaves plain text."""
+    if element != "a" or attribute != "href":
+        return value
+    address = value.strip()
+    if address.startswith(("mailto:", "#")) or (address.startswith("/") and not address.startswith("//")):
+        return value
+    return value if host_allowed(address, normalise_domains(getattr(settings, "RAG_ALLOWLIST_DOMAINS", ()))) else None
+
+
+def sanitize_html(html: str, *, outside_links: bool = True) -> str:
     return nh3.clean(
         html,
         tags=ALLOWED_TAGS,
         attributes=ALLOWED_ATTRIBUTES,
+        attribute_filter=None if outside_links else _inside_link,
         url_schemes={"http", "https", "mailto"},
         link_rel="noopener nofollow noreferrer",
         set_tag_attribute_values={"a": {"target": "_blank"}},
@@ -75,8 +91,10 @@ def sanitize_html(html: str) -> str:
     )
 
 
-def markdown_to_html(text: str) -> str:
-    return sanitize_html(_markdown().render(text))
+def markdown_to_html(text: str, *, outside_links: bool = True) -> str:
+    """`outside_links=False` for text a model wrote: its links keep their address only inside the
+    app, as mail, or on an allowlisted domain (`_inside_link`)."""
+    return sanitize_html(_markdown().render(text), outside_links=outside_links)
 
 
 def looks_like_markdown(text: str) -> bool:

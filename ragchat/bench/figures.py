@@ -269,3 +269,30 @@ def evaluation_rows(report: dict[str, Any]) -> list[dict[str, str]]:
             )
         )
     return rows
+
+
+def answer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
+    """The headline figures of a `manage.py evaluate --answers` report."""
+    s = report["summary"]
+    return [
+        _row(
+            "model; labelled questions",
+            f"{report['model']}; {s['answerable']} answerable, {s['unanswerable']} unanswerable",
+        ),
+        _row("answerable answers with >=1 valid citation", f"{s['answerable_cited']:.0%}"),
+        _row(
+            "supported sentences without a citation",
+            f"{s['uncited_supported_sentences']} of {s['supported_sentences']}",
+        ),
+        _row("expected fact in the answer", f"{s['fact_in_answer']:.0%}"),
+        _row(
+            'false "I don\'t know" (stated in one passage)',
+            f"{s['false_dont_know']} ({s['false_dont_know_single_passage']})",
+        ),
+        _row("routed: answerable / unanswerable", f"{s['answerable_routed']:.0%} / {s['unanswerable_routed']:.0%}"),
+        _row("hallucinated answers not routed", str(s["hallucinated_not_routed"])),
+        _row(
+            "seconds per answer: mean / median / max",
+            f"{s['seconds_per_answer']:.1f} / {s['seconds_median']:.1f} / {s['seconds_max']:.1f}",
+        ),
+    ]

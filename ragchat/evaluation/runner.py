@@ -152,6 +152,7 @@ async def ingest_folder(
     settings: RAGSettings,
     intruder_twins: bool = True,
     concurrency: int = 2,
+    tenant_id: str = TENANT,
 ) -> CorpusIndex:
     """Every file through the product's ingestion pipeline, `concurrency` at once as the server
     ingests them (RAGCHAT_INGEST_CONCURRENCY, 2 by default: one file is parsed while another is
@@ -169,7 +170,7 @@ async def ingest_folder(
                     data=(Path(folder) / relative).read_bytes(),
                     filename=PurePosixPath(relative).name,
                     document_id=document_id,
-                    tenant_id=TENANT,
+                    tenant_id=tenant_id,
                     tags=(tag,),
                     fallback_name=relative,
                     metadata={"path": relative},
@@ -179,7 +180,7 @@ async def ingest_folder(
                     keep_vectors=intruder_twins,
                 )
             except Exception:  # a file the product would fail: reported, not fatal, nothing left behind
-                await service.delete_document(document_id, tenant_id=TENANT)
+                await service.delete_document(document_id, tenant_id=tenant_id)
                 raise
             if intruder_twins:
                 twin_id = str(uuid.uuid4())

@@ -288,6 +288,12 @@ class FakeOllama:
         there, in any message), each after the first `words` words of that chunk's text."""
         self.reply_with(lambda messages: _citing_answer(messages, n=n, words=words, prefix=prefix))
 
+    def reply_from_context(self, *, cite: bool = True) -> None:
+        """Answer like a careful small model: the context sentence that shares the most words with
+        the question (the last user message), citing its passage unless `cite` is False; the
+        prompt's "not enough information" sentence when no sentence shares two words with it."""
+        self.reply_with(lambda messages: _extracting_answer(messages, cite=cite))
+
     def reply_citing_ids(self, ids: Iterable[str], *, text: str = "According to the documents") -> None:
         """Answer citing exactly these SourceIds (known or not)."""
         cites = " ".join(f"[SourceId: {i}]" for i in ids)
@@ -499,6 +505,28 @@ def _citing_answer(messages: list[dict[str, Any]], *, n: int, words: int, prefix
         excerpt = " ".join(chunk.split()[:words]).rstrip(".")
         parts.append(f"{excerpt} [SourceId: {source_id}].")
     return " ".join(parts)
+
+
+_STOP_WORDS = frozenset(
+    "a an and are as at be by can do does for from how i in is it many much my of on or our the to we what "
+    "when where which who why with you your".split()
+)
+
+
+def _extracting_answer(messages: list[dict[str, Any]], *, cite: bool) -> str:
+    system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
+    question = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
+    wanted = {w.lower() for w in _WORD_RE.findall(question)} - _STOP_WORDS
+    best: tuple[int, str, str] = (0, "", "")
+    for match in SOURCE_HEADER_RE.finditer(system):
+        for sentence in re.split(r"(?<=[.!?])\s+", _chunk_text_after(system, match.end())):
+            shared = len(wanted & {w.lower() for w in _WORD_RE.findall(sentence)})
+            if shared > best[0]:
+                best = (shared, match.group(1), " ".join(sentence.split()).rstrip("."))
+    shared, source_id, sentence = best
+    if shared < 2:
+        return "I don't have enough information in the available documents to answer this question."
+    return f"{sentence} [SourceId: {source_id}]." if cite else f"{sentence}."
 
 
 def _chunk_text_after(text: str, start: int) -> str:

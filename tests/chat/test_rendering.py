@@ -35,9 +35,29 @@ def test_markdown_is_sanitised(markdown, absent):
     assert absent not in markdown_to_html(markdown)
 
 
-def test_links_are_safe():
-    html = markdown_to_html("[docs](https://example.com/a)")
-    assert 'href="https://example.com/a"' in html and "noopener" in html and "nofollow" in html
+def test_links_are_safe(settings):
+    settings.RAG_ALLOWLIST_DOMAINS = ["example.com"]
+    html = markdown_to_html("[docs](https://help.example.com/a)")
+    assert 'href="https://help.example.com/a"' in html and "noopener" in html and "nofollow" in html
+    assert 'href="/documents/1/"' in markdown_to_html("[page](/documents/1/)")
+    assert 'href="mailto:it@example.com"' in markdown_to_html("[mail](mailto:it@example.com)")
+
+
+@pytest.mark.parametrize(
+    "markdown",
+    [
+        "[verify your account](https://evil.example/login?d=secret)",
+        "[x](HTTPS://EVIL.EXAMPLE/)",
+        "[x](//evil.example/x)",
+        "<https://evil.example/auto>",
+        "[x](https://example.com.evil.example/)",
+    ],
+)
+def test_links_to_outside_addresses_lose_their_address(settings, markdown):
+    """A document may tell the model to add a link: the answer keeps the words, not the address."""
+    settings.RAG_ALLOWLIST_DOMAINS = ["example.com"]
+    html = markdown_to_html(markdown)
+    assert "href" not in html and "evil.example/" not in html.split(">", 1)[0]
 
 
 def test_markers_numbered_by_first_use_unknown_and_malformed_dropped():

@@ -1,20 +1,24 @@
 """manage.py evaluate: retrieval quality on a folder and gold questions, in a scratch collection.
 
 Without --folder, the generated evaluation corpus is written to a temporary folder and used.
+With --answers: the answers themselves on the labelled set (ragchat/evaluation/answers.py), through
+RAGService and the model server the settings name, or the real-model lane (--real-model).
 """
 
 import json
 import logging
+import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ragchat.bench.figures import FIGURES_FILE, evaluation_rows, figures_record
-from ragchat.evaluation import runner
+from ragchat.bench.figures import FIGURES_FILE, answer_rows, evaluation_rows, figures_record
+from ragchat.evaluation import answers, runner
 from ragchat.evaluation.corpus import QUESTIONS_FILE, write_corpus
 from ragchat.services.vector_store import SEARCH_MODES
 
@@ -35,6 +39,23 @@ class Command(BaseCommand):
         parser.add_argument("--limit", type=int, default=0, help="only the first N questions")
         parser.add_argument("--no-citations", action="store_true", help="skip the RAG pipeline citation check")
         parser.add_argument(
+            "--answers",
+            action="store_true",
+            help="evaluate the answers end to end on the labelled set (citations, grounding, routing, seconds)",
+        )
+        parser.add_argument("--answer-set", help=f"labelled questions JSONL; default: {answers.ANSWER_SET.name}")
+        parser.add_argument(
+            "--sample",
+            type=int,
+            default=0,
+            help="with --answers: N questions spread evenly over the labelled set (bounds a slow model's run)",
+        )
+        parser.add_argument(
+            "--real-model",
+            action="store_true",
+            help="with --answers: start the real-model lane's server (make llm-lane) and answer with it",
+        )
+        parser.add_argument(
             "--figures",
             default=None,
             help=f"the figures file whose section of this command line the run replaces (default: {FIGURES_FILE}"
@@ -45,6 +66,17 @@ class Command(BaseCommand):
     def handle(
         self, *args, folder, questions, mode, embedder, json_out, limit, no_citations, figures, no_figures, **options
     ):
+        if options["answers"]:
+            return self.answers(
+                options["answer_set"],
+                options["real_model"],
+                json_out,
+                limit,
+                options["sample"],
+                figures=None if no_figures else figures or (None if options["answer_set"] else str(FIGURES_FILE)),
+            )
+        if options["real_model"]:
+            raise CommandError("--real-model evaluates answers: give --answers too")
         # The figures file holds the generated corpus's figures; a run on your own documents writes
         # there only when asked to.
         figures_path = None if no_figures else figures or (None if folder or questions else str(FIGURES_FILE))
@@ -93,9 +125,64 @@ class Command(BaseCommand):
             Path(json_out).write_text(json.dumps(report, indent=2, default=str))
             self.stderr.write(f"full report written to {json_out}")
         if figures_path:
-            root = Path(settings.BASE_DIR)
-            path = Path(figures_path) if Path(figures_path).is_absolute() else root / figures_path
-            readme = root / "README.md" if path == root / FIGURES_FILE else None
-            figures_record(command, command=command, rows=evaluation_rows(report), path=path, readme=readme)
-            self.stderr.write(f"figures written to {path}")
+            self._record(figures_path, command, evaluation_rows(report))
         self.stdout.write(json.dumps(summary, default=str))
+
+    def answers(self, answer_set, real_model, json_out, limit, sample=0, figures=None):
+        from ragchat.services.config import RAGSettings
+
+        try:
+            questions = answers.load_answer_set(answer_set or answers.ANSWER_SET)
+        except (OSError, ValueError) as e:
+            raise CommandError(f"cannot read the labelled set: {e}")
+        if limit:
+            questions = questions[:limit]
+        if sample:
+            questions = answers.spread(questions, sample)
+        quiet = logging.getLogger("ragchat")
+        previous_level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        server = None
+        try:
+            base = settings.RAG
+            if real_model:
+                from ragchat import real_model as lane
+
+                reason = lane.missing()
+                if reason:
+                    raise CommandError(reason)
+                server = lane.RealModelServer().start()
+                self.stderr.write(f"{lane.MODEL_NAME} served at {server.url}, ready in {server.started_seconds:.1f} s")
+                base = RAGSettings.from_env({**os.environ, **server.environment()})
+            began = time.perf_counter()
+            report = async_to_sync(answers.run_answer_evaluation)(
+                questions=questions, base_settings=base, progress=lambda m: self.stderr.write(m)
+            )
+            report["lane_seconds"] = round(time.perf_counter() - began, 1)
+            if server is not None:
+                report["server_start_seconds"] = round(server.started_seconds, 1)
+        finally:
+            quiet.setLevel(previous_level)
+            if server is not None:
+                server.stop()
+        self.stdout.write(answers.format_answer_report(report))
+        if json_out:
+            Path(json_out).write_text(json.dumps(report, indent=2, default=str))
+            self.stderr.write(f"full report written to {json_out}")
+        if figures and not report["summary"].get("failed"):
+            command = " ".join(
+                ["manage.py evaluate --answers"]
+                + (["--real-model"] if real_model else [])
+                + ([f"--limit {limit}"] if limit else [])
+                + ([f"--sample {sample}"] if sample else [])
+            )
+            self._record(figures, command, answer_rows(report))
+        self.stdout.write(json.dumps(report["summary"], default=str))
+
+    def _record(self, figures_path: str, command: str, rows: list[dict[str, str]]) -> None:
+        """This command line's section of the figures file (and the README rows quoting it)."""
+        root = Path(settings.BASE_DIR)
+        path = Path(figures_path) if Path(figures_path).is_absolute() else root / figures_path
+        readme = root / "README.md" if path == root / FIGURES_FILE else None
+        figures_record(command, command=command, rows=rows, path=path, readme=readme)
+        self.stderr.write(f"figures written to {path}")
