@@ -21,6 +21,8 @@ from urllib.parse import parse_qs
 from channels.consumer import get_handler_name
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.middleware.csrf import CSRF_ALLOWED_CHARS, CSRF_SECRET_LENGTH, get_token
 
 from chat import presenters, selectors, services, turn_handover, turn_state, turns
 from chat.models import ChatSession, Message
@@ -50,11 +52,19 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close()
             return
         self.user = user
+        self.csrf_input = _csrf_input(self.scope)
         self.session_id = str(session.pk)
         self.group = services.session_group_name(self.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await self._catch_up()
+
+    async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
+        """Every frame to this tab: a message's forms get a CSRF token for this tab's browser (one
+        render goes to every tab of the session, perhaps other browsers), so they post without script."""
+        if text_data and presenters.CSRF_SLOT in text_data:
+            text_data = text_data.replace(presenters.CSRF_SLOT_INPUT, self.csrf_input)
+        await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
     async def _catch_up(self) -> None:
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
@@ -251,3 +261,20 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session = selectors.session_for_user(user=self.user, session_id=self.session_id)
         if session is not None:
             session_opened.send(sender=ChatSession, session=session, user=self.user)
+
+
+def _csrf_input(scope: dict) -> str:
+    """The hidden CSRF field for the browser of this websocket: a fresh masking of its CSRF cookie,
+    as get_token() gives a page ("" without a well-formed cookie: htmx's header still serves)."""
+    secret = (scope.get("cookies") or {}).get(settings.CSRF_COOKIE_NAME, "")
+    if len(secret) != CSRF_SECRET_LENGTH or not set(secret) <= set(CSRF_ALLOWED_CHARS):
+        return ""
+    token = get_token(_CookieOnly(secret))  # alphanumeric: nothing to escape
+    return presenters.CSRF_SLOT_INPUT.replace(presenters.CSRF_SLOT, token)
+
+
+class _CookieOnly:
+    """What get_token() reads of a request: the CSRF secret from its cookie."""
+
+    def __init__(self, secret: str) -> None:
+        self.META = {"CSRF_COOKIE": secret}

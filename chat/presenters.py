@@ -187,6 +187,13 @@ def render_answer_url(passage: dict[str, Any]) -> str:
     return source_url(passage)
 
 
+# The CSRF token's place in a websocket frame's forms. The consumer replaces the whole hidden input
+# ({% csrf_token %}'s markup, CSRF_SLOT_INPUT), whose raw quotes no rendered text has (Markdown
+# escapes them).
+CSRF_SLOT = "\ue004"
+CSRF_SLOT_INPUT = f'<input type="hidden" name="csrfmiddlewaretoken" value="{CSRF_SLOT}">'
+
+
 def message_html(
     message: Message,
     *,
@@ -203,16 +210,15 @@ def message_html(
 
     `csrf_token`: the page's token (chat.views passes get_token(request)), so the vote and "Ask the
     owner" forms post without script. A websocket frame passes none: it is rendered once and sent
-    to every tab of the session, which may be other browsers with other CSRF cookies; those tabs
-    run script, and htmx sends their page's token as a header (_base.html, hx-headers), which
-    Django reads when the form's own field is empty."""
+    to every tab of the session, which may be other browsers with other CSRF cookies, so its forms
+    hold CSRF_SLOT, which each tab's consumer replaces with a token for its own browser
+    (chat.consumers)."""
     if versions is True:
         versions = selectors.answer_versions_of(message)
     if routed is True:
         routed = route_statuses([message]).get(message.pk)
-    ctx = {**message_context(message), "oob": oob}
-    if csrf_token:
-        ctx["csrf_token"] = csrf_token  # what {% csrf_token %} reads (a RequestContext sets it on a page)
+    # What {% csrf_token %} reads (a RequestContext sets it on a page).
+    ctx = {**message_context(message), "oob": oob, "csrf_token": csrf_token or CSRF_SLOT}
     if feedback_votable(message) and feedback_url(message):
         if feedback is True:
             feedback = feedback_of([message]).get(message.pk)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
+from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -441,10 +442,12 @@ def feedback(request, message_id):
         fb = presenters.feedback_of([message]).get(message.pk)
         ctx = {**presenters.feedback_context(message, fb, editing=vote == -1), "fb_error": str(e)}
         # htmx swaps only successful responses: the bar comes back with the message in it.
-        return HttpResponse(render_partial("chat/_feedback.html", ctx))
+        return HttpResponse(render_partial("chat/_feedback.html", {**ctx, "csrf_token": get_token(request)}))
     if not request.htmx:
         return _back_to_answer(request, message, messages.SUCCESS, "Thanks for the feedback.")
-    return HttpResponse(render_partial("chat/_feedback.html", presenters.feedback_context(message, fb)))
+    # The reason form it opens posts without script too: it holds the page's token.
+    ctx = {**presenters.feedback_context(message, fb), "csrf_token": get_token(request)}
+    return HttpResponse(render_partial("chat/_feedback.html", ctx))
 
 
 def _review_question(request, question_id) -> RoutedQuestion:

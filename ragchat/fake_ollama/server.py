@@ -179,6 +179,8 @@ class _Server(ThreadingHTTPServer):
         request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         with self._connections_lock:
             self._connections.add(request)
+        with self.fake._lock:
+            self.fake.connections_opened += 1
         super().process_request(request, client_address)
 
     def shutdown_request(self, request):  # type: ignore[override]
@@ -205,6 +207,7 @@ class FakeOllama:
         self.port = port
         self.requests: list[RecordedRequest] = []
         self.disconnects = 0  # responses abandoned by the client during a delay or stall
+        self.connections_opened = 0  # TCP connections accepted (a client that keeps its pool opens few)
         self._lock = threading.Lock()
         self._script = _Script()
         self._cancel = threading.Event()
@@ -265,6 +268,7 @@ class FakeOllama:
             self._script = _Script()
             self.requests.clear()
             self.disconnects = 0
+            self.connections_opened = 0
         self.accept_connections()
 
     # ---- scripting -------------------------------------------------------------------------

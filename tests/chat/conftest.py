@@ -86,12 +86,21 @@ def session_cookie(user) -> str:
 class ChatSocket:
     """A tab: connects through the real ASGI app with the user's session cookie."""
 
-    def __init__(self, cookie: str | None, session_id, *, origin: str = "http://testserver", query: str = "") -> None:
+    def __init__(
+        self,
+        cookie: str | None,
+        session_id,
+        *,
+        origin: str = "http://testserver",
+        query: str = "",
+        cookies: dict[str, str] | None = None,
+    ) -> None:
         from ragchat.asgi import application
 
         headers = [(b"origin", origin.encode()), (b"host", b"testserver")]
-        if cookie is not None:
-            headers.append((b"cookie", f"{django_settings.SESSION_COOKIE_NAME}={cookie}".encode()))
+        jar = {**({django_settings.SESSION_COOKIE_NAME: cookie} if cookie is not None else {}), **(cookies or {})}
+        if jar:
+            headers.append((b"cookie", "; ".join(f"{k}={v}" for k, v in jar.items()).encode()))
         path = f"/ws/chat/{session_id}/" + (f"?{query}" if query else "")
         self.comm = WebsocketCommunicator(application, path, headers=headers)
         self.frames: list[str] = []

@@ -67,3 +67,46 @@ def test_settle_index_settles_the_store_and_search_finds_the_same(rag_runtime, v
     assert f"Settled the vector store ({total} chunks) in" in out.getvalue() and total >= 6
     after = [(r.document_id, r.chunk_index) for r in vectors.search("travel expenses", user_tags=["finance"])]
     assert after == before and after
+
+
+def test_ingest_and_sync_folder_with_the_ollama_embedder(rag_runtime, settings, tmp_path, tags, people, fake_ollama):
+    """The folder commands embed every file through Ollama (the fake server's /api/embed), one file
+    after another on one event loop: none fails with "Event loop is closed" (a client the first
+    file opened, on a loop of its own, failed the next), and the embedder keeps its connection
+    (a loop per file opened one per file)."""
+    from dataclasses import replace
+
+    from ragchat import runtime
+
+    settings.RAG = replace(rag_runtime, embedding_backend="ollama", embedding_model="nomic-embed-text")
+    runtime.reset()
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(3):
+        (folder / f"doc{i}.txt").write_bytes(
+            make_text([f"Policy {i}: travel expenses are reimbursed within {i} days."])
+        )
+
+    def run(command: str) -> tuple[str, int, int]:
+        out, err = io.StringIO(), io.StringIO()
+        connections, embeds = fake_ollama.connections_opened, len(fake_ollama.requests_to("/api/embed"))
+        call_command(command, str(folder), "--tag", "finance", stdout=out, stderr=err, verbosity=0)
+        assert "0 failed" in out.getvalue() and not err.getvalue(), out.getvalue() + err.getvalue()
+        return (
+            out.getvalue(),
+            fake_ollama.connections_opened - connections,
+            len(fake_ollama.requests_to("/api/embed")) - embeds,
+        )
+
+    out, connections, embeds = run("ingest_folder")
+    assert "3 indexed" in out and embeds >= 3 and connections <= 2, (connections, embeds)
+    (folder / "doc3.txt").write_bytes(make_text(["Policy 3: parking passes come from reception."]))
+    (folder / "doc0.txt").write_bytes(make_text(["Policy 0: travel expenses are reimbursed within a week."]))
+    (folder / "doc1.txt").unlink()
+    out, connections, embeds = run("sync_folder")
+    assert "1 added, 1 changed, 1 unchanged, 1 removed" in out and embeds >= 2 and connections <= 1, (
+        out,
+        connections,
+        embeds,
+    )
+    assert Document.objects.filter(status="ready").count() == 3

@@ -11,6 +11,7 @@ import re
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.test import Client
 from django.urls import reverse
 
@@ -20,7 +21,7 @@ from ragchat.mail import wait_sent
 from routing.figures import tag_figures
 from routing.models import RoutedQuestion
 from routing.services import question_answer
-from tests.chat.conftest import open_tab
+from tests.chat.conftest import ChatSocket, open_tab
 from tests.routing.conftest import (
     LAPTOP_DOC,
     LAPTOP_Q,
@@ -181,8 +182,8 @@ async def test_vote_and_ask_the_owner_forms_post_without_script(asker, owner, co
     frame = await tab.until_final()
     await tab.close()
     answer = await Message.objects.aget(session=session, role="assistant")
-    # The websocket frame goes to every tab of the chat (perhaps other browsers, with other CSRF
-    # cookies): it carries no token; those tabs have script, and htmx sends their page's header.
+    # A tab whose browser has no CSRF cookie gets its frames' forms without a token (htmx's header
+    # serves there); one with a cookie gets a token of its own (the test below).
     assert f'id="fb-{answer.pk}"' in frame and not re.search(r'name="csrfmiddlewaretoken" value="[^"]', frame)
 
     browser = Client(enforce_csrf_checks=True)
@@ -212,6 +213,49 @@ async def test_vote_and_ask_the_owner_forms_post_without_script(asker, owner, co
     asked = await sync_to_async(browser.post)(escalate_url, {"csrfmiddlewaretoken": ask_token})
     assert asked.status_code == 302 and asked.headers["Location"] == f"{page_url}#m{answer.pk}"
     assert await RoutedQuestion.objects.filter(origin="manual", message=answer, target=owner).aexists()
+
+
+async def test_answer_forms_sent_by_websocket_or_htmx_hold_the_viewers_token(asker, owner, corpus, fake_ollama):
+    """An answer that arrives over the websocket, and the reason form htmx swaps in after a down
+    vote, hold a token valid for the browser showing them: posted as plain forms (no htmx header),
+    they are accepted."""
+    high_confidence(fake_ollama)
+    session = await ChatSession.objects.acreate(owner=asker)
+    browser = Client(enforce_csrf_checks=True)
+    await sync_to_async(browser.force_login)(asker)
+    page_url = reverse("chat:session", args=[session.pk])
+    assert (await sync_to_async(browser.get)(page_url)).status_code == 200
+    csrf_cookie = browser.cookies[settings.CSRF_COOKIE_NAME].value
+    tab = ChatSocket(
+        browser.cookies[settings.SESSION_COOKIE_NAME].value,
+        session.pk,
+        cookies={settings.CSRF_COOKIE_NAME: csrf_cookie},
+    )
+    assert await tab.connect()
+    await tab.ask(PARKING_Q)
+    frame = await tab.until_final()
+    await tab.close()
+    answer = await Message.objects.aget(session=session, role="assistant")
+    escalate_url = reverse("routing:escalate", args=[answer.pk])
+    vote_token, ask_token = form_token(frame, vote_url(answer)), form_token(frame, escalate_url)
+    assert vote_token and ask_token and csrf_cookie not in frame  # masked, never the cookie itself
+
+    # A down vote through htmx (the page's header), then its reason form as a plain form.
+    voted = await sync_to_async(browser.post)(vote_url(answer), {"vote": "-1"}, HTTP_X_CSRFTOKEN=vote_token, **HTMX)
+    assert voted.status_code == 200
+    fragment = voted.content.decode()
+    assert "What was wrong with this answer?" in fragment
+    reason = {"vote": "-1", "reason": "outdated", "csrfmiddlewaretoken": form_token(fragment, vote_url(answer))}
+    assert (await sync_to_async(browser.post)(vote_url(answer), reason)).status_code == 302
+    [item] = await items()
+    assert item.feedback.reason == "outdated"
+
+    # The websocket frame's own forms, posted without script.
+    assert (await sync_to_async(browser.post)(escalate_url, {"csrfmiddlewaretoken": ask_token})).status_code == 302
+    assert await RoutedQuestion.objects.filter(origin="manual", message=answer, target=owner).aexists()
+    undo = {"vote": "0", "csrfmiddlewaretoken": vote_token}
+    assert (await sync_to_async(browser.post)(vote_url(answer), undo)).status_code == 302
+    assert not await AnswerFeedback.objects.filter(message=answer).aexists()  # the vote undone
 
 
 def flashes(page: str) -> list[str]:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from typing import TypeVar
 
-from asgiref.sync import async_to_sync
+from asgiref.sync import async_to_sync, sync_to_async
 from django.conf import settings
 from django.core.management.base import CommandError
 
@@ -13,6 +15,17 @@ from ragchat import runtime
 from ragchat.services.errors import VectorStoreError
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def on_one_event_loop(work: Callable[[], T]) -> T:
+    """Run a command's `work` so that its async steps (every file's ingestion is an async_to_sync
+    call) share one event loop: on its own each async_to_sync runs on a fresh loop, closed after,
+    and a client the first file opened (the Ollama embedder's httpx pool) then fails the next file
+    with "Event loop is closed". `work` runs in this thread (thread-sensitive: Django's connection
+    stays the caller's); async_to_sync inside it goes to the loop this call runs."""
+    return async_to_sync(sync_to_async(work, thread_sensitive=True))()
 
 
 def open_vector_store() -> None:

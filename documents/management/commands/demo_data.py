@@ -17,6 +17,7 @@ from documents import services
 from documents.demo_corpus import demo_files
 from documents.management.commands._indexing import (
     close_vector_store,
+    on_one_event_loop,
     open_vector_store,
 )
 from documents.models import Document
@@ -94,24 +95,28 @@ class Command(BaseCommand):
         if not missing:
             self.stdout.write(f"Demo documents: all {len(files)} present.")
             return
-        open_vector_store()
-        try:
-            for demo in missing:
-                try:
-                    document = services.document_create(
-                        user=admin,
-                        data=demo.data,
-                        filename=demo.filename,
-                        tags=[tags[slug] for slug in demo.tags],
-                        check_permissions=False,
-                    )
-                except services.DuplicateDocument:
-                    continue
-                result = services.document_ingest_sync(document.id)
-                state = f"{result.chunk_count} chunks" if result.status == "ready" else f"FAILED: {result.error}"
-                self.stdout.write(f"  {demo.filename} [{', '.join(demo.tags)}]: {state}")
-        finally:
-            close_vector_store()
+
+        def ingest() -> None:
+            open_vector_store()
+            try:
+                for demo in missing:
+                    try:
+                        document = services.document_create(
+                            user=admin,
+                            data=demo.data,
+                            filename=demo.filename,
+                            tags=[tags[slug] for slug in demo.tags],
+                            check_permissions=False,
+                        )
+                    except services.DuplicateDocument:
+                        continue
+                    result = services.document_ingest_sync(document.id)
+                    state = f"{result.chunk_count} chunks" if result.status == "ready" else f"FAILED: {result.error}"
+                    self.stdout.write(f"  {demo.filename} [{', '.join(demo.tags)}]: {state}")
+            finally:
+                close_vector_store()
+
+        on_one_event_loop(ingest)  # one loop for every document (_indexing.on_one_event_loop)
         self.stdout.write(f"Demo documents: {len(missing)} ingested, {len(files) - len(missing)} already present.")
 
     def _print_credentials(self, created):

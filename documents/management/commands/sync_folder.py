@@ -19,7 +19,7 @@ from tqdm import tqdm
 
 from documents import services
 from documents.folders import FolderRefused, FolderSummary, configured_folders, folder_files, folder_sync
-from documents.management.commands._indexing import close_vector_store, open_vector_store
+from documents.management.commands._indexing import close_vector_store, on_one_event_loop, open_vector_store
 from documents.models import Tag
 
 
@@ -55,12 +55,17 @@ class Command(BaseCommand):
             except FolderRefused as e:
                 raise CommandError(str(e)) from e
             plans.append((Path(path), files, self._tags(slugs, tenant, create_tags)))
-        open_vector_store()
-        try:
-            for path, files, tag_objects in plans:
-                self._sync(path, files, tag_objects, uploader, quiet=options.get("verbosity", 1) == 0)
-        finally:
-            close_vector_store()
+        quiet = options.get("verbosity", 1) == 0
+
+        def run() -> None:
+            open_vector_store()
+            try:
+                for path, files, tag_objects in plans:
+                    self._sync(path, files, tag_objects, uploader, quiet=quiet)
+            finally:
+                close_vector_store()
+
+        on_one_event_loop(run)
 
     def _sync(self, path, files, tags, uploader, *, quiet):
         started = time.perf_counter()
