@@ -70,4 +70,13 @@ for i in "${!pids[@]}"; do
   [ $rc -eq 5 ] && echo "${names[$i]}: pytest collected no tests: failing the run"
   [ $rc -ne 0 ] && [ $status -eq 0 ] && status=$rc
 done
+# A test database a worker left behind (a connection still open when pytest-django dropped it).
+if [ -n "${pg_run:-}" ]; then
+  $BIN/python - "${PG_URL%/*}/postgres" "test_${pg_run##*/}_" <<'PY' || true
+import sys, psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as db:
+    for (name,) in db.execute("SELECT datname FROM pg_database WHERE starts_with(datname, %s)", (sys.argv[2],)).fetchall():
+        db.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+PY
+fi
 exit $status
