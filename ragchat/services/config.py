@@ -127,11 +127,11 @@ class RAGSettings:
     # Verified knowledge that needs review (a source changed, its review date passed): still
     # retrieved and cited, shown as "needs review" (true), or left out of retrieval (false).
     rag_needs_review_cited: bool = True
-    # Embeddings: "local" (sentence-transformers, offline), "ollama", or "hashing" (fast stand-in).
+    # Embeddings: "local" (all-MiniLM-L6-v2 on ONNX Runtime, offline), "ollama", or "hashing" (fast stand-in).
     embedding_backend: str = "local"
     embedding_model: str = "all-MiniLM-L6-v2"
-    # How the local model runs: "onnx-int8" (ONNX Runtime, 8-bit weights), "onnx" (float32) or "torch";
-    # the ONNX files are exported once from the packaged weights into embedding_onnx_dir.
+    # How the local model runs: "onnx-int8" (ONNX Runtime, 8-bit weights) or "onnx" (float32); the
+    # files are exported once, at install time, into embedding_onnx_dir (ragchat/services/onnx_export.py).
     embedding_runtime: str = "onnx-int8"
     embedding_onnx_dir: str = ""
     embedding_batch_size: int = 32

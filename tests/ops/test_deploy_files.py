@@ -86,7 +86,8 @@ def test_dockerfile_is_slim_multi_stage_non_root_with_a_health_check():
     steps = instructions()
     args = dict(a.split("=", 1) for kind, a in steps if kind == "ARG" and "=" in a)
     froms = [a for kind, a in steps if kind == "FROM"]
-    assert len(froms) == 2 and froms[0].endswith("AS build")  # the build tools stay in the first stage
+    # The export (torch) and the build tools stay in the first two stages; the image is the last.
+    assert len(froms) == 3 and froms[0].endswith("AS export") and froms[1].endswith("AS build")
     base = args["PYTHON_IMAGE"]
     assert re.fullmatch(r"python:3\.11\.\d+-slim-bookworm", base), base  # pinned, slim, no "latest"
     user = [a for kind, a in steps if kind == "USER"][-1]
@@ -99,7 +100,15 @@ def test_dockerfile_is_slim_multi_stage_non_root_with_a_health_check():
     cmd = [a for kind, a in steps if kind == "CMD"][-1]
     assert "daphne" in cmd and "ragchat.asgi:application" in cmd
     runs = " ".join(a for kind, a in steps if kind == "RUN")
-    assert "python -m ragchat.services.onnx_model" in runs  # the model exported at build time, offline
+    # The model exported at build time, offline, in the export stage; its folder alone goes on.
+    stage = [i for i, (kind, _) in enumerate(steps) if kind == "FROM"]
+    export_runs = " ".join(a for kind, a in steps[stage[0] : stage[1]] if kind == "RUN")
+    assert "python -m ragchat.services.onnx_export" in export_runs
+    assert "pip install -r deploy/export-requirements.txt" in export_runs
+    assert "torch" not in " ".join(a for kind, a in steps[stage[1] :] if kind == "RUN")
+    assert "torch" not in (ROOT / "pyproject.toml").read_text().split("[project.optional-dependencies]")[0]
+    copies = [a for kind, a in steps[stage[2] :] if kind == "COPY" and a.startswith("--from=export")]
+    assert copies == ["--from=export /opt/ragchat/onnx /opt/ragchat/onnx"]
     for package in ("tesseract-ocr", "libpango-1.0-0", "postgresql-client"):
         assert package in runs
     assert "/.venv" not in runs and ".venv" in (ROOT / ".dockerignore").read_text()

@@ -1,9 +1,12 @@
-"""The local model on ONNX Runtime: exported from the packaged weights into an empty folder (two
-processes' worth of callers at once), its vectors against the torch model's, its token counts, and
-the int8 file's vectors independent of the batch a text is in."""
+"""The local model on ONNX Runtime, as the install exported it: its vectors against the torch
+model's (stored in minilm_reference.json, which tests/export checks against sentence-transformers),
+its token counts, the int8 file's vectors independent of the batch a text is in, and the model's
+child process. The export itself, which needs torch, is tested in tests/export."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import threading
 from pathlib import Path
 
@@ -16,46 +19,23 @@ from ragchat.services.embeddings import LocalEmbedder, build_embedder
 
 pytestmark = pytest.mark.slow
 
-TEXTS = [
-    "Employees get twenty five vacation days per year.",
-    "The VPN requires two factor authentication from every laptop outside the office network.",
-    "Receipts for business meals must be submitted within thirty days. " * 30,  # past the 256 window
-    "ß, naïve café — 東京 and emoji 🎉 survive the tokenizer.",
-]
+REFERENCE = json.loads((Path(__file__).parent / "minilm_reference.json").read_text())
+TEXTS = REFERENCE["texts"]
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory) -> Path:
-    """Both files exported into a new folder by four callers at once: one export, no torn file."""
-    folder = tmp_path_factory.mktemp("onnx")
-    paths: list[Path] = []
-    errors: list[BaseException] = []
-
-    def call(runtime: str) -> None:
-        try:
-            paths.append(onnx_model.model_path(str(folder), runtime))
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=call, args=(rt,)) for rt in ("onnx", "onnx-int8", "onnx-int8", "onnx")]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors, errors
-    assert len({str(p) for p in paths}) == 2
-    version = folder / f"v{onnx_model.EXPORT_VERSION}"
-    assert sorted(p.name for p in version.glob("*.onnx")) == sorted(onnx_model.MODEL_FILE.values())
-    assert not list(version.glob("*.tmp"))
-    return folder
+def exported() -> Path:
+    """The folder `make install` exported both files and the tokenizer into."""
+    for runtime in onnx_model.RUNTIMES:
+        onnx_model.model_path(None, runtime)
+    return onnx_model.default_dir()
 
 
 async def test_onnx_vectors_match_the_torch_model(exported):
-    torch_model = LocalEmbedder(runtime="torch")
-    reference = np.array(await torch_model.embed_documents(TEXTS))
+    reference = np.array(REFERENCE["vectors"])
     fp32 = np.array(await LocalEmbedder(runtime="onnx", onnx_dir=str(exported)).embed_documents(TEXTS))
     int8 = np.array(await LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported)).embed_documents(TEXTS))
-    assert fp32.shape == int8.shape == (len(TEXTS), 384)
+    assert fp32.shape == int8.shape == reference.shape == (len(TEXTS), 384)
     assert np.allclose(np.linalg.norm(int8, axis=1), 1.0, atol=1e-4)
     assert (fp32 * reference).sum(axis=1).min() > 0.9999
     assert (int8 * reference).sum(axis=1).min() > 0.97
@@ -65,10 +45,18 @@ async def test_onnx_vectors_match_the_torch_model(exported):
 
 
 async def test_onnx_counts_tokens_like_the_torch_tokenizer(exported):
-    torch_model = LocalEmbedder(runtime="torch")
     onnx = LocalEmbedder(runtime="onnx-int8", onnx_dir=str(exported))
-    for text in [*TEXTS, "", "word " * 300]:
-        assert onnx.count_tokens(text) == torch_model.count_tokens(text)
+    counts = REFERENCE["token_counts"]
+    assert len(counts) == len(REFERENCE["count_texts"]) > len(TEXTS)
+    for text, count in zip(REFERENCE["count_texts"], counts, strict=True):
+        assert onnx.count_tokens(text) == count
+
+
+def test_a_folder_without_the_export_says_how_to_make_it(tmp_path):
+    with pytest.raises(onnx_model.ModelNotExported, match="make install"):
+        onnx_model.model_path(str(tmp_path), "onnx-int8")
+    with pytest.raises(ValueError, match="EMBEDDING_RUNTIME"):
+        onnx_model.model_path(str(tmp_path), "torch")
 
 
 async def test_int8_gives_a_text_the_same_vector_in_any_batch(exported):
@@ -135,12 +123,13 @@ def test_the_runtime_is_a_setting(tmp_path):
         build_embedder(RAGSettings(embedding_runtime="tensorflow"))
 
 
-def test_a_broken_model_file_is_an_embedding_error(tmp_path):
+def test_a_broken_model_file_is_an_embedding_error(exported, tmp_path):
     from ragchat.services.errors import EmbeddingError
 
     version = tmp_path / f"v{onnx_model.EXPORT_VERSION}"
     version.mkdir()
     (version / onnx_model.MODEL_FILE["onnx"]).write_bytes(b"not a model")
+    shutil.copyfile(onnx_model.model_path(None, "onnx").parent / onnx_model.TOKENIZER_FILE, version / "tokenizer.json")
     embedder = LocalEmbedder(runtime="onnx", onnx_dir=str(tmp_path))
     with pytest.raises(EmbeddingError, match="local embedding failed: the embedding model could not load"):
         embedder._encode(["hello"])

