@@ -85,9 +85,11 @@ class Message(models.Model):
         """A complete answer's documents are written to AnswerSource with it: the knowledge-gap
         report (routing.figures) counts answers by their documents' tags in the database, which
         the JSON of passages and citations does not allow at a million messages."""
-        sources, self.cites_verified = answer_sources(citations=self.citations, passages=self.passages)
         fields = kwargs.get("update_fields")
-        if fields is not None and ({"citations", "passages"} & set(fields)):
+        if fields is not None and not ({"citations", "passages", "status", "role"} & set(fields)):
+            return super().save(*args, **kwargs)  # what the sources are made of is not written
+        sources, self.cites_verified = answer_sources(citations=self.citations, passages=self.passages)
+        if fields is not None:
             kwargs["update_fields"] = {*fields, "cites_verified"}
         adding = self._state.adding
         if self.role != self.Role.ASSISTANT:

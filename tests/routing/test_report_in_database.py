@@ -5,6 +5,7 @@ figures of tests/routing/test_report.py stay the same, and the bench's generated
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -65,3 +66,32 @@ def test_the_bench_data_count_the_same_as_their_json(settings, tmp_path):
     by_tag = figures.questions_by_tag(tenant_id="default", since=since, until=until)  # reads the JSON
     assert timed["tag"]["asked"] == len(by_tag[built["tag"]]) > 0
     assert timed["no_tag"]["asked"] == len(by_tag.get(figures.NO_TAG_SLUG, []))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_migration_derives_the_sources_of_stored_answers():
+    from django.db.migrations.executor import MigrationExecutor
+
+    def migrate(targets):
+        executor = MigrationExecutor(connection)
+        executor.loader.build_graph()
+        executor.migrate(targets)
+        return executor.loader.project_state(targets).apps
+
+    apps = migrate([("chat", "0004_answer_feedback")])
+    user = apps.get_model("ragchat", "User").objects.create(username="erin")
+    session = apps.get_model("chat", "ChatSession").objects.create(owner=user)
+    Old = apps.get_model("chat", "Message")
+    used, cited = uuid.uuid4(), uuid.uuid4()
+    passage = {"document_id": str(used), "snippet": "text"}
+    citation = {"document_id": str(cited), "snippet": "text", "metadata": {"verified": True}}
+    done = Old.objects.create(
+        session=session, role="assistant", status="complete", citations=[citation], passages=[passage]
+    )
+    failed = Old.objects.create(session=session, role="assistant", status="failed", passages=[passage])
+    migrate([("chat", "0005_answer_sources")])
+    assert set(AnswerSource.objects.values_list("message_id", "document_id", "cited")) == {
+        (done.pk, used, False),
+        (done.pk, cited, True),
+    }
+    assert Message.objects.get(pk=done.pk).cites_verified and not Message.objects.get(pk=failed.pk).cites_verified
