@@ -420,10 +420,23 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     answers = _tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until)
     routed = _tag_routed(tenant_id=tenant_id, slug=slug, since=since, until=until)
     spans, width = _bucket_edges(since=since, until=until)
-    # One grouped count: the answers by bucket (the first edge it falls before) and outcome.
+    # One grouped count over the answers (the set is evaluated once): by bucket (the first edge
+    # the answer falls before) and outcome, with the votes on them.
     which = Case(*(When(created_at__lt=end, then=Value(i)) for i, (_, end) in enumerate(spans)))
-    grouped = answers.annotate(bucket=which).values_list("bucket", "cites_verified").annotate(n=Count("pk"))
-    counts = Counter({(bucket, VERIFIED if verified else ASSISTANT): n for bucket, verified, n in grouped})
+    grouped = (
+        answers.annotate(bucket=which)
+        .values_list("bucket", "cites_verified")
+        .annotate(
+            n=Count("pk", distinct=True),
+            votes=Count("feedback"),
+            down=Count("feedback", filter=Q(feedback__vote=AnswerFeedback.Vote.DOWN)),
+        )
+    )
+    counts: Counter = Counter()
+    for bucket, verified, n, votes, down in grouped:
+        counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
+        counts["votes"] += votes
+        counts["down"] += down
     buckets = []
     for i, (start, end) in enumerate(spans):
         in_bucket = {
@@ -435,9 +448,9 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     outcomes = {key: sum(b.counts[key] for b in buckets) for key, _ in OUTCOMES}
     waits = sorted((r.answered_at - r.created_at).total_seconds() for r in routed if r.answered_at is not None)
     routed_messages = [r.message_id for r in routed if r.message_id is not None]
-    votes = AnswerFeedback.objects.filter(
-        Q(message__in=answers.values("pk")) | Q(message_id__in=routed_messages)
-    ).aggregate(votes=Count("pk"), down=Count("pk", filter=Q(vote=AnswerFeedback.Vote.DOWN)))
+    votes = AnswerFeedback.objects.filter(message_id__in=routed_messages).aggregate(
+        votes=Count("pk"), down=Count("pk", filter=Q(vote=AnswerFeedback.Vote.DOWN))
+    )
     # Only the tag's documents are listed: the answers' citations of those are counted. A routed
     # question's answer counts what it cited if it is one of the period's counted answers.
     documents = _tag_documents(user=user, tag=tag)
@@ -480,8 +493,8 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         p90_seconds=percentile(waits, 90),
         answered_by_person=len(waits),
         open=sum(1 for r in routed if r.status == RoutedQuestion.Status.OPEN),
-        votes=votes["votes"],
-        down_votes=votes["down"],
+        votes=counts["votes"] + votes["votes"],
+        down_votes=counts["down"] + votes["down"],
         buckets=buckets,
         bucket_days=width,
         waits=waits,
