@@ -5,9 +5,10 @@ References: "spec v3": docs/specs/rag-service-spec-v3-FINAL.md.
 """
 
 import uuid
+from typing import Any
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
 
 DEFAULT_TITLE = "New chat"
 
@@ -70,6 +71,8 @@ class Message(models.Model):
     reply_to = models.ForeignKey("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies")
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     updated_at = models.DateTimeField(auto_now=True)
+    # Derived from citations on every save (answer_sources): the report counts in the database.
+    cites_verified = models.BooleanField(default=False, editable=False)
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -77,6 +80,69 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.role}: {self.content[:40]}"
+
+    def save(self, *args, **kwargs):
+        """A complete answer's documents are written to AnswerSource with it: the knowledge-gap
+        report (routing.figures) counts answers by their documents' tags in the database, which
+        the JSON of passages and citations does not allow at a million messages."""
+        fields = kwargs.get("update_fields")
+        if fields is not None and not ({"citations", "passages", "status", "role"} & set(fields)):
+            return super().save(*args, **kwargs)  # what the sources are made of is not written
+        sources, self.cites_verified = answer_sources(citations=self.citations, passages=self.passages)
+        if fields is not None:
+            kwargs["update_fields"] = {*fields, "cites_verified"}
+        adding = self._state.adding
+        if self.role != self.Role.ASSISTANT:
+            return super().save(*args, **kwargs)
+        with transaction.atomic():
+            super().save(*args, **kwargs)
+            if not adding:
+                AnswerSource.objects.filter(message=self).delete()
+            if self.status == self.Status.COMPLETE and sources:
+                AnswerSource.objects.bulk_create(
+                    AnswerSource(message=self, document_id=doc, cited=cited) for doc, cited in sources.items()
+                )
+
+
+def answer_sources(*, citations: Any, passages: Any) -> tuple[dict[uuid.UUID, bool], bool]:
+    """The documents an answer used (a passage in its prompt, or cited), each with whether it was
+    cited, and whether it cited verified knowledge (a citation's metadata says `verified`)."""
+    cited_items = [c for c in (citations or []) if isinstance(c, dict)]
+    used: dict[uuid.UUID, bool] = {}
+    for item in [*(p for p in (passages or []) if isinstance(p, dict)), *cited_items]:
+        doc = _uuid(item.get("document_id"))
+        if doc is not None:
+            used.setdefault(doc, False)
+    for c in cited_items:
+        doc = _uuid(c.get("document_id"))
+        if doc is not None:
+            used[doc] = True
+    verified = any(isinstance(c.get("metadata"), dict) and c["metadata"].get("verified") for c in cited_items)
+    return used, bool(verified)
+
+
+def _uuid(value: Any) -> uuid.UUID | None:
+    """A document's id, or None: a passage of no document (web search) has none to count."""
+    if not value:
+        return None
+    try:
+        return uuid.UUID(str(value))
+    except ValueError:
+        return None
+
+
+class AnswerSource(models.Model):
+    """A document a complete answer used or cited (Message.save writes them). `document_id` is no
+    foreign key: an answer whose document was deleted keeps its row, which then joins no tag, as
+    the JSON it is derived from does."""
+
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="sources")
+    document_id = models.UUIDField()
+    cited = models.BooleanField(default=False)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["message", "document_id"], name="answer_source_once")]
+        indexes = [models.Index(fields=["document_id", "message"], name="answer_source_by_document")]
 
 
 class AnswerFeedback(models.Model):

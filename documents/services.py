@@ -27,6 +27,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from access import policy
+from documents.ingest_hold import ingestion_running
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
 from documents.viewer import document_cache_clear
 from ragchat import live, runtime
@@ -355,8 +356,12 @@ async def document_ingest(document_id: str, *, report: ProgressReporter | None =
     pushes the row to the tenant's open pages. An exception from it fails the ingestion like any
     other (tests use that to inject a failure after some batches were upserted).
     """
-    report = report or broadcast_document
-    document = await sync_to_async(_claim, thread_sensitive=True)(str(document_id))
+    async with ingestion_running():  # a backup waits for this document's writes, both stores
+        return await _ingest(str(document_id), report=report or broadcast_document)
+
+
+async def _ingest(document_id: str, *, report: ProgressReporter) -> IngestResult:
+    document = await sync_to_async(_claim, thread_sensitive=True)(document_id)
     if document is None:
         current = await Document.objects.filter(pk=document_id).values_list("status", "chunk_count").afirst()
         status, chunks = current if current else ("missing", 0)

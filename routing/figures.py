@@ -38,11 +38,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import QuerySet
+from django.db.models import Case, Count, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from access import policy
-from chat.models import AnswerFeedback, Message
+from chat.models import AnswerFeedback, AnswerSource, Message
 from documents.models import PUBLIC_TAG_SLUG, Document, Tag
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from routing.models import RoutedQuestion
@@ -109,16 +109,32 @@ class Question:
     routed: RoutedQuestion | None = None
 
 
+def counted_answers(*, tenant_id: str, since=None, until=None, message_ids=None) -> QuerySet[Message]:
+    """The assistant's answers of the tenant in [since, until) (or of these ids) that count as
+    questions asked (complete, greetings excluded), routed or not."""
+    answers = Message.objects.filter(
+        role=Message.Role.ASSISTANT, status=Message.Status.COMPLETE, session__owner__tenant_id=tenant_id
+    ).exclude(query_strategy=STRATEGY_SMALLTALK)
+    if message_ids is not None:
+        answers = answers.filter(pk__in=message_ids)
+    if since is not None:
+        answers = answers.filter(created_at__gte=since, created_at__lt=until)
+    return answers
+
+
+def _routed_messages(*, tenant_id: str) -> QuerySet:
+    """The answers that were sent to a person: each counts once, as its routed question."""
+    return (
+        RoutedQuestion.objects.filter(tenant_id=tenant_id, message__isnull=False)
+        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
+        .values("message_id")
+    )
+
+
 def _answers(*, tenant_id: str, since, until) -> list[tuple[int, datetime, set[str], set[str], bool]]:
     """(id, created_at, ids of documents used, ids of documents cited, cited verified knowledge)
     of every counted assistant answer of the tenant in the period."""
-    answers = Message.objects.filter(
-        role=Message.Role.ASSISTANT,
-        status=Message.Status.COMPLETE,
-        session__owner__tenant_id=tenant_id,
-        created_at__gte=since,
-        created_at__lt=until,
-    ).exclude(query_strategy=STRATEGY_SMALLTALK)
+    answers = counted_answers(tenant_id=tenant_id, since=since, until=until)
     rows = []
     for pk, created, passages, citations in answers.values_list("id", "created_at", "passages", "citations").iterator():
         cited_items = [c for c in (citations or []) if isinstance(c, dict)]
@@ -146,11 +162,7 @@ def questions_by_tag(*, tenant_id: str, since, until) -> dict[str, list[Question
         .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
         .select_related("tag", "asker", "group")
     )
-    routed_messages = set(
-        RoutedQuestion.objects.filter(tenant_id=tenant_id, message__isnull=False)
-        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
-        .values_list("message_id", flat=True)
-    )
+    routed_messages = set(_routed_messages(tenant_id=tenant_id).values_list("message_id", flat=True))
     answers = _answers(tenant_id=tenant_id, since=since, until=until)
     tags_of = _tags_of(set().union(*(a[2] for a in answers)) if answers else set())
     cited_of: dict[int, set[str]] = {}
@@ -342,30 +354,45 @@ class Report:
         return format_duration(self.p90_seconds)
 
 
-def _buckets(questions: list[Question], *, since, until) -> tuple[list[Bucket], int]:
-    """Questions per day (periods up to two weeks) or per week, by outcome; the first bucket may be
-    shorter (buckets are counted back from the period's end)."""
+def _bucket_edges(*, since, until) -> tuple[list[tuple[datetime, datetime]], int]:
+    """Per day (periods up to two weeks) or per week; the first bucket may be shorter (buckets are
+    counted back from the period's end)."""
     days = max(1, math.ceil((until - since).total_seconds() / 86400))
     width = 1 if days <= 14 else 7
     n = math.ceil(days / width)
     edges = [max(since, until - timedelta(days=width * (n - i))) for i in range(n)] + [until]
-    buckets = []
-    for start, end in zip(edges, edges[1:], strict=False):
-        counts = Counter(q.outcome for q in questions if start <= q.at < end)
-        buckets.append(Bucket(start=start, end=end, counts={key: counts.get(key, 0) for key, _ in OUTCOMES}))
-    return buckets, width
+    return list(zip(edges, edges[1:], strict=False)), width
 
 
-def _unanswered(*, user, questions: list[Question], limit: int) -> list[UnansweredGroup]:
+def _tag_answers(*, tenant_id: str, slug: str, since, until) -> QuerySet[Message]:
+    """The period's answers counted under the tag (not routed): those that used a passage of a
+    document carrying it; for "no tag", those that used none of a document carrying a tag but
+    `public` (the module's rules). Through AnswerSource, in the database."""
+    answers = counted_answers(tenant_id=tenant_id, since=since, until=until).exclude(
+        pk__in=_routed_messages(tenant_id=tenant_id)
+    )
+    if slug == NO_TAG_SLUG:
+        topical = Document.objects.filter(tags__in=Tag.objects.exclude(slug=PUBLIC_TAG_SLUG)).values("id")
+        return answers.exclude(pk__in=AnswerSource.objects.filter(document_id__in=topical).values("message_id"))
+    tagged = Document.objects.filter(tenant_id=tenant_id, tags__slug=slug).values("id")
+    return answers.filter(pk__in=AnswerSource.objects.filter(document_id__in=tagged).values("message_id"))
+
+
+def _tag_routed(*, tenant_id: str, slug: str, since, until) -> list[RoutedQuestion]:
+    routed = RoutedQuestion.objects.filter(tenant_id=tenant_id, created_at__gte=since, created_at__lt=until).exclude(
+        origin=RoutedQuestion.Origin.FEEDBACK
+    )
+    routed = routed.filter(tag__isnull=True) if slug == NO_TAG_SLUG else routed.filter(tag__slug=slug)
+    return list(routed.select_related("tag", "asker", "group"))
+
+
+def _unanswered(*, user, routed: list[RoutedQuestion], limit: int) -> list[UnansweredGroup]:
     visible = set(
-        policy.visible_questions(user=user)
-        .filter(pk__in=[q.routed.pk for q in questions if q.routed is not None])
-        .values_list("pk", flat=True)
+        policy.visible_questions(user=user).filter(pk__in=[r.pk for r in routed]).values_list("pk", flat=True)
     )
     groups: dict[object, list[RoutedQuestion]] = {}
-    for q in questions:
-        rq = q.routed
-        if rq is None or rq.status != RoutedQuestion.Status.OPEN or rq.pk not in visible:
+    for rq in routed:
+        if rq.status != RoutedQuestion.Status.OPEN or rq.pk not in visible:
             continue
         groups.setdefault(("g", rq.group_id) if rq.group_id else ("q", rq.pk), []).append(rq)
     rows = []
@@ -385,15 +412,66 @@ def _unanswered(*, user, questions: list[Question], limit: int) -> list[Unanswer
 
 
 def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit: int = 10) -> Report:
-    """The knowledge-gap report of one tag (None: "no tag") for a viewer `report_tag` let through."""
+    """The knowledge-gap report of one tag (None: "no tag") for a viewer `report_tag` let through.
+    The answers (up to every message of the period) are counted by the database: a few aggregate
+    queries whatever the period holds; the routed questions (few: people answer them) are read."""
+    tenant_id = user.tenant_id
     slug = tag.slug if tag is not None else NO_TAG_SLUG
-    questions = questions_by_tag(tenant_id=user.tenant_id, since=since, until=until).get(slug, [])
-    outcomes = Counter(q.outcome for q in questions)
-    waits = _waits(questions)
-    answer_ids = [q.message_id for q in questions if q.message_id is not None]
-    votes = list(AnswerFeedback.objects.filter(message_id__in=answer_ids).values_list("vote", flat=True))
+    answers = _tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until)
+    routed = _tag_routed(tenant_id=tenant_id, slug=slug, since=since, until=until)
+    spans, width = _bucket_edges(since=since, until=until)
+    # One grouped count over the answers (the set is evaluated once): by bucket (the first edge
+    # the answer falls before) and outcome, with the votes on them.
+    which = Case(*(When(created_at__lt=end, then=Value(i)) for i, (_, end) in enumerate(spans)))
+    grouped = (
+        answers.annotate(bucket=which)
+        .values_list("bucket", "cites_verified")
+        .annotate(
+            n=Count("pk", distinct=True),
+            votes=Count("feedback"),
+            down=Count("feedback", filter=Q(feedback__vote=AnswerFeedback.Vote.DOWN)),
+        )
+    )
+    counts: Counter = Counter()
+    for bucket, verified, n, votes, down in grouped:
+        counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
+        counts["votes"] += votes
+        counts["down"] += down
+    buckets = []
+    for i, (start, end) in enumerate(spans):
+        in_bucket = {
+            ASSISTANT: counts[(i, ASSISTANT)],
+            VERIFIED: counts[(i, VERIFIED)],
+            ROUTED: sum(1 for r in routed if start <= r.created_at < end),
+        }
+        buckets.append(Bucket(start=start, end=end, counts={key: in_bucket[key] for key, _ in OUTCOMES}))
+    outcomes = {key: sum(b.counts[key] for b in buckets) for key, _ in OUTCOMES}
+    waits = sorted((r.answered_at - r.created_at).total_seconds() for r in routed if r.answered_at is not None)
+    routed_messages = [r.message_id for r in routed if r.message_id is not None]
+    votes = AnswerFeedback.objects.filter(message_id__in=routed_messages).aggregate(
+        votes=Count("pk"), down=Count("pk", filter=Q(vote=AnswerFeedback.Vote.DOWN))
+    )
+    # Only the tag's documents are listed: the answers' citations of those are counted. A routed
+    # question's answer counts what it cited if it is one of the period's counted answers.
     documents = _tag_documents(user=user, tag=tag)
-    citing = Counter(doc_id for q in questions for doc_id in q.cited)
+    cited_by = AnswerSource.objects.filter(cited=True, document_id__in=documents.values("id"))
+    citing = Counter(
+        {
+            str(row["document_id"]): row["answers"]
+            for row in cited_by.filter(message__in=answers.values("pk"))
+            .values("document_id")
+            .annotate(answers=Count("message_id"))
+        }
+    )
+    # The period is checked here, not in SQL: with it, SQLite walks the period instead of these ids.
+    counted_routed = [
+        pk
+        for pk, at in counted_answers(tenant_id=tenant_id, message_ids=routed_messages).values_list("pk", "created_at")
+        if since <= at < until
+    ]
+    citing.update(
+        str(doc_id) for doc_id in cited_by.filter(message_id__in=counted_routed).values_list("document_id", flat=True)
+    )
     cited_docs = {str(d.pk): d for d in documents.filter(id__in=list(citing))}
     cited = sorted(
         (CitedDocument(document=d, answers=citing[pk]) for pk, d in cited_docs.items()),
@@ -404,26 +482,24 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         .exclude(id__in=list(citing))
         .order_by("title")
     )
-    buckets, width = _buckets(questions, since=since, until=until)
-    routed = [q.routed for q in questions if q.routed is not None]
     return Report(
         slug=slug,
         name=tag.name if tag is not None else NO_TAG_NAME,
         since=since,
         until=until,
-        asked=len(questions),
-        outcomes={key: outcomes.get(key, 0) for key, _ in OUTCOMES},
+        asked=sum(outcomes.values()),
+        outcomes=outcomes,
         median_seconds=statistics.median(waits) if waits else None,
         p90_seconds=percentile(waits, 90),
         answered_by_person=len(waits),
         open=sum(1 for r in routed if r.status == RoutedQuestion.Status.OPEN),
-        votes=len(votes),
-        down_votes=sum(1 for v in votes if v == AnswerFeedback.Vote.DOWN),
+        votes=counts["votes"] + votes["votes"],
+        down_votes=counts["down"] + votes["down"],
         buckets=buckets,
         bucket_days=width,
         waits=waits,
         target_hours=tag.target_hours if tag is not None else None,
-        unanswered=_unanswered(user=user, questions=questions, limit=limit),
+        unanswered=_unanswered(user=user, routed=routed, limit=limit),
         cited=cited[:limit],
         never_cited=never,
     )

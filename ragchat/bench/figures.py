@@ -198,6 +198,14 @@ def bench_rows(report: dict[str, Any]) -> list[dict[str, str]]:
             )
         if r.get("store_rss_mb") is not None:
             rows.append(_row(f"memory of the open {where}, {r['chunks']:,} chunks", f"{r['store_rss_mb']} MB"))
+    gap = report.get("report")
+    if gap:
+        rows.append(
+            _row(
+                f"knowledge-gap report, 90 days holding {gap['messages']:,} messages: one tag / no tag (median)",
+                f"{gap['report']['tag']['median_s']} / {gap['report']['no_tag']['median_s']} s",
+            )
+        )
     for r in report.get("peers") or []:
         if "skipped" in r:
             continue

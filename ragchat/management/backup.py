@@ -21,11 +21,14 @@ What goes in, and how:
   dimension the vectors were built with, and the counts (documents, chunks, chat sessions,
   messages, users) the restore checks itself against.
 
-Consistency: the database is read first, then the vectors, then the files. In embedded mode the
-commands open the store, which one process alone can hold, so they run while the server is stopped
-and the three parts are of one instant. Against PostgreSQL and a Qdrant server the backup can run
-while the app serves; a document indexed after the database snapshot adds points the restored
-database does not know, so the restore deletes the points of documents that are not in it.
+Consistency: the database is read first, then the vectors, then the files, and ingestion is held
+for the first two (documents.ingest_hold): the backup waits for the documents being indexed to be
+finished, and new ones wait, queued, until the vectors are exported, so every document is in the
+backup as queued (indexed after the restore), failed, or ready with all its points. In embedded
+mode the commands open the store, which one process alone can hold, so they run while the server
+is stopped. Against PostgreSQL and a Qdrant server the backup can run while the app serves; a
+document uploaded after the database snapshot may still add points once ingestion resumes, but not
+before the export ends; the restore keeps only the points of documents it knows, whatever wrote them.
 
 A restore refuses, before it changes anything, a backup whose vectors were built with another
 embedding model or dimension than the one configured (the store would mix two models), one written
@@ -57,6 +60,7 @@ from django.db.migrations.loader import MigrationLoader
 from django.db.migrations.recorder import MigrationRecorder
 from django.utils import timezone
 
+from documents.ingest_hold import HoldTimeout, ingestion_held
 from ragchat import runtime
 from ragchat.services.bm25 import SparseVec
 from ragchat.services.vector_store.payload import PointData
@@ -67,6 +71,7 @@ DENSE_FILE = "vectors/dense.f32"  # float32, row-major, manifest's dimension per
 POINTS_FILE = "vectors/points.jsonl.gz"  # id, sparse vector, payload; one line per point, same order
 MEDIA_DIR = "media"
 BATCH = 512
+HOLD_WAIT_SECONDS = 600.0
 
 
 class BackupError(Exception):
@@ -256,8 +261,10 @@ def _import_vectors(folder: Path, dimension: int, known_documents: set[str]) -> 
 # ------------------------------------------------------------------------------------- backup
 
 
-def backup(destination: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
-    """Write one archive of the instance; returns its path and the manifest."""
+def backup(destination: str | os.PathLike[str], *, wait: float = HOLD_WAIT_SECONDS) -> tuple[Path, dict[str, Any]]:
+    """Write one archive of the instance; returns its path and the manifest. Ingestion is held
+    while the database and the vectors are read (documents.ingest_hold): the backup first waits
+    up to `wait` seconds for the documents being indexed."""
     dest = Path(destination)
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
     archive = dest if dest.name.endswith(".tar.gz") else dest / f"ragchat-backup-{stamp}.tar.gz"
@@ -266,9 +273,16 @@ def backup(destination: str | os.PathLike[str]) -> tuple[Path, dict[str, Any]]:
         raise BackupError(f"{archive} exists already; name another archive")
     with tempfile.TemporaryDirectory(dir=archive.parent, prefix=".ragchat-backup-") as tmp:
         folder = Path(tmp)
-        counts = instance_counts()  # opens the store: in embedded mode, refused while the server runs
-        database_file = _dump_database(folder)
-        vectors = _export_vectors(folder)
+        try:
+            with ingestion_held(timeout=wait):  # the database and the vectors of one moment
+                counts = instance_counts()  # opens the store: in embedded mode, refused while the server runs
+                database_file = _dump_database(folder)
+                vectors = _export_vectors(folder)
+        except HoldTimeout:
+            raise BackupError(
+                f"documents were still being indexed after {wait:g} s of waiting; nothing was written. "
+                "Try again when the upload queue is quiet, or give a longer --wait."
+            ) from None
         media_root = Path(settings.MEDIA_ROOT)
         media_files = 0
         if media_root.is_dir():

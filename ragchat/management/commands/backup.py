@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.core.management.base import BaseCommand, CommandError
 
 from ragchat import runtime
-from ragchat.management.backup import BackupError, backup
+from ragchat.management.backup import HOLD_WAIT_SECONDS, BackupError, backup
 from ragchat.services.errors import VectorStoreError
 
 
@@ -19,10 +19,16 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument("destination", help="an archive name ending in .tar.gz, or a folder to write one into")
+        parser.add_argument(
+            "--wait",
+            type=float,
+            default=HOLD_WAIT_SECONDS,
+            help="seconds to wait for the documents being indexed to finish before giving up (default %(default)g)",
+        )
 
-    def handle(self, *args, destination, **options):
+    def handle(self, *args, destination, wait, **options):
         try:
-            archive, manifest = backup(destination)
+            archive, manifest = backup(destination, wait=wait)
         except VectorStoreError as e:
             raise CommandError(
                 f"the vector store cannot be opened ({e}); in embedded mode stop the server first: "

@@ -36,7 +36,7 @@ class Command(BaseCommand):
             " under the project folder; ragchat/bench/figures.py)",
         )
         parser.add_argument("--no-figures", action="store_true", help="leave the figures file alone")
-        parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat"])
+        parser.add_argument("--skip", action="append", default=[], choices=["ingest", "search", "chat", "report"])
         parser.add_argument(
             "--peers",
             action="store_true",
@@ -257,6 +257,12 @@ class Command(BaseCommand):
                     real=True,
                     runtime=settings.RAG.embedding_runtime,
                 )
+        if "report" not in skip:
+            from ragchat.bench.report import report_bench
+
+            messages = 100_000 if quick else 1_000_000
+            say(f"knowledge-gap report, {messages} messages in a scratch database")
+            report["report"] = await asyncio.to_thread(report_bench, messages=messages)
         if "chat" not in skip:
             report["chat"] = await chat_bench(
                 chunks=chat_chunks or (2_000 if quick else 10_000),
@@ -313,6 +319,13 @@ def format_table(report: dict) -> str:
             f"  build {row['build_s']:.1f} s"
             f"  p50 {row['p50_ms']:.1f} ms  p95 {row['p95_ms']:.1f} ms  recall@10 {row['recall@10']:.3f}"
             f"  RSS +{row['rss_mb']} MB{versus}"
+        )
+    gap = report.get("report")
+    if gap:
+        lines.append(
+            f"report   knowledge gap, {gap['messages']} messages: one tag median {gap['report']['tag']['median_s']} s"
+            f" (max {gap['report']['tag']['max_s']} s), no tag median {gap['report']['no_tag']['median_s']} s"
+            f" (goal {gap['goal_s']:g} s; built in {gap['build_s']} s)"
         )
     chat = report.get("chat")
     if chat:
