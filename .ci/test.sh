@@ -18,7 +18,7 @@ $BIN/ruff check . && $BIN/ruff format --check . || { echo "ruff found problems: 
 # A module's tests stay on one worker (its module-scoped servers and browser start once);
 # every worker has a data folder, a channel prefix and a PostgreSQL test database of its own
 # (tests/settings.py, pytest-django).
-PYTEST=($BIN/pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile)
+PYTEST=($BIN/pytest -q -p no:cacheprovider -n "$WORKERS" --dist loadfile --durations=25)
 names=()
 pids=()
 start() {  # start NAME COMMAND...: the run in the background, its output in test-artifacts/NAME.log
