@@ -63,7 +63,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """Every frame to this tab: a message's forms get a CSRF token for this tab's browser (one
         render goes to every tab of the session, perhaps other browsers), so they post without script."""
         if text_data and presenters.CSRF_SLOT in text_data:
-            text_data = text_data.replace(presenters.CSRF_SLOT_INPUT, self.csrf_input)
+            text_data = text_data.replace(presenters.csrf_slot_input(), self.csrf_input)
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
     async def _catch_up(self) -> None:
@@ -270,7 +270,7 @@ def _csrf_input(scope: dict) -> str:
     if len(secret) != CSRF_SECRET_LENGTH or not set(secret) <= set(CSRF_ALLOWED_CHARS):
         return ""
     token = get_token(_CookieOnly(secret))  # alphanumeric: nothing to escape
-    return presenters.CSRF_SLOT_INPUT.replace(presenters.CSRF_SLOT, token)
+    return presenters.csrf_slot_input().replace(presenters.CSRF_SLOT, token)
 
 
 class _CookieOnly:

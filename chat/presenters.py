@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
 from django.db.models import F
+from django.template import Context, Template
 from django.urls import NoReverseMatch, reverse
 
 from chat import selectors
@@ -188,10 +190,15 @@ def render_answer_url(passage: dict[str, Any]) -> str:
 
 
 # The CSRF token's place in a websocket frame's forms. The consumer replaces the whole hidden input
-# ({% csrf_token %}'s markup, CSRF_SLOT_INPUT), whose raw quotes no rendered text has (Markdown
+# ({% csrf_token %}'s markup, csrf_slot_input()), whose raw quotes no rendered text has (Markdown
 # escapes them).
 CSRF_SLOT = "\ue004"
-CSRF_SLOT_INPUT = f'<input type="hidden" name="csrfmiddlewaretoken" value="{CSRF_SLOT}">'
+
+
+@functools.cache
+def csrf_slot_input() -> str:
+    """{% csrf_token %}'s markup holding CSRF_SLOT as its token."""
+    return Template("{% csrf_token %}").render(Context({"csrf_token": CSRF_SLOT}))
 
 
 def message_html(

@@ -24,7 +24,6 @@ Markdown, text): the same ones the parser tests use, so nothing binary is commit
 
 from __future__ import annotations
 
-import html
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1281,7 +1280,7 @@ def render(document: EvalDocument) -> bytes:
     if extension == "eml":
         body = [paragraph for _, paragraphs in document.sections for paragraph in paragraphs]
         table_html = "".join(docgen.html_table(rows) for rows in tables.values())
-        html_body = "".join(f"<p>{html.escape(p)}</p>" for p in body) + table_html
+        html_body = docgen.html_paragraphs(body) + table_html
         return docgen.make_eml(subject=document.title, body="\n\n".join(body), html_body=html_body)
     if extension == "md":
         return docgen.make_markdown(sections, title=document.title)

@@ -491,6 +491,11 @@ def make_html(
     return "\n".join(parts).encode("utf-8")
 
 
+def html_paragraphs(paragraphs: list[str]) -> str:
+    """Each paragraph as an HTML <p>, escaped."""
+    return "".join(f"<p>{html.escape(p)}</p>" for p in paragraphs)
+
+
 def html_table(rows: list[list[str]]) -> str:
     """A table with a header row of <th> cells."""
     head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in rows[0])

@@ -3,6 +3,7 @@ Content-Security-Policy header, sign-in lockout with a clear message."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def _index(world) -> None:
 
 
 def test_view_as_shows_what_a_person_gets_and_why_not_and_is_audited(rag_runtime, world, settings):
-    settings.RAG = rag_runtime.__class__(**{**rag_runtime.__dict__, "rag_min_similarity_score": 0.05})
+    settings.RAG = dataclasses.replace(rag_runtime, rag_min_similarity_score=0.05)
     from ragchat import runtime
 
     runtime.reset()
