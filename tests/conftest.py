@@ -15,6 +15,16 @@ pytest_plugins = ["tests.fakes.plugin"]
 collect_ignore = ["export"]
 
 
+def pytest_collection_modifyitems(items):
+    """Gives each schemathesis item (one per API operation) its own node id again. Since pytest 9.2
+    a Function's id is built from `originalname` and its callspec, and schemathesis names its items
+    `test[GET /path]` with `originalname="test"` and no callspec: every operation of a test got the
+    same id, and pytest-xdist, which schedules by node id, ran only the first one of them."""
+    for item in items:
+        if getattr(item, "operation_label", None) and not item.nodeid.endswith(item.name):
+            item._id = item._id.with_params(item.name[len(item.originalname) + 1 : -1])
+
+
 @pytest.fixture(autouse=True)
 def _emails_sent():
     """Emails a test queued to the mail thread (ragchat.mail) are sent before the next test starts,

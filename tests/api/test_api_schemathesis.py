@@ -203,6 +203,12 @@ def test_no_token(case, server):
     _run(case, server, "none")
 
 
+def test_every_operation_is_a_test_of_its_own(request):
+    """pytest-xdist schedules by node id: operations sharing one would not all run (tests/conftest.py)."""
+    ids = [item.nodeid for item in request.session.items if getattr(item, "operation_label", None)]
+    assert len(ids) == len(set(ids)), sorted(ids)
+
+
 def test_huge_numbers_were_sent(server):
     """The run above reached the numbers of issue 39 (beyond PostgreSQL's integer, beyond bigint)."""
     duration = time.monotonic() - STARTED[0]
