@@ -50,9 +50,21 @@ def answer_settings(settings, tmp_path, fake_ollama):
 
 def run_answers(tmp_path, *extra):
     out = StringIO()
+    figures = tmp_path / "benchmarks.json"
     call_command(
-        "evaluate", "--answers", "--json", str(tmp_path / "answers.json"), *extra, stdout=out, stderr=StringIO()
+        "evaluate",
+        "--answers",
+        "--json",
+        str(tmp_path / "answers.json"),
+        "--figures",
+        str(figures),
+        *extra,
+        stdout=out,
+        stderr=StringIO(),
     )
+    # The run records its headline figures in its own section of the figures file given.
+    section = json.loads(figures.read_text())["manage.py evaluate --answers"]
+    assert any(row["figure"] == "answerable answers with >=1 valid citation" for row in section["figures"])
     return json.loads((tmp_path / "answers.json").read_text()), out.getvalue()
 
 
