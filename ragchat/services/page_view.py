@@ -16,7 +16,10 @@ import difflib
 import io
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from ragchat.services.parsing.ocr import OCR_LANGUAGE, OCR_PAGE_TIMEOUT, _render_lock
 
@@ -67,19 +70,28 @@ def pdf_page_count(data: bytes) -> int:
             pdf.close()
 
 
-def render_pdf_page(data: bytes, page_number: int, *, width_px: int = PAGE_WIDTH_PX) -> tuple[bytes, int, int]:
-    """The page (1-based) as a PNG `width_px` wide: (bytes, width, height)."""
+@contextmanager
+def _pdf_page(data: bytes, page_number: int) -> Iterator[Any]:
+    """The page (1-based) of the PDF, open while the block runs; one render at a time."""
     with _render_lock:
         pdf = _open(data)
         try:
             if not 1 <= page_number <= len(pdf):
                 raise PageNotFound(f"the document has no page {page_number}")
             page = pdf[page_number - 1]
-            width, _height = page.get_size()
-            image = page.render(scale=width_px / max(width, 1.0)).to_pil()
-            page.close()
+            try:
+                yield page
+            finally:
+                page.close()
         finally:
             pdf.close()
+
+
+def render_pdf_page(data: bytes, page_number: int, *, width_px: int = PAGE_WIDTH_PX) -> tuple[bytes, int, int]:
+    """The page (1-based) as a PNG `width_px` wide: (bytes, width, height)."""
+    with _pdf_page(data, page_number) as page:
+        width, _height = page.get_size()
+        image = page.render(scale=width_px / max(width, 1.0)).to_pil()
     out = io.BytesIO()
     image.save(out, format="PNG")
     return out.getvalue(), image.width, image.height
@@ -89,22 +101,14 @@ def pdf_page_words(data: bytes, page_number: int) -> list[Word]:
     """The words of the page's text layer with their boxes (none on a scanned page)."""
     import pypdfium2.raw as raw
 
-    with _render_lock:
-        pdf = _open(data)
-        try:
-            if not 1 <= page_number <= len(pdf):
-                raise PageNotFound(f"the document has no page {page_number}")
-            page = pdf[page_number - 1]
-            width, height = page.get_size()
-            text_page = page.get_textpage()
-            chars = []
-            for i in range(text_page.count_chars()):
-                left, bottom, right, top = text_page.get_charbox(i)
-                chars.append((chr(raw.FPDFText_GetUnicode(text_page.raw, i)), left, bottom, right, top))
-            text_page.close()
-            page.close()
-        finally:
-            pdf.close()
+    with _pdf_page(data, page_number) as page:
+        width, height = page.get_size()
+        text_page = page.get_textpage()
+        chars = []
+        for i in range(text_page.count_chars()):
+            left, bottom, right, top = text_page.get_charbox(i)
+            chars.append((chr(raw.FPDFText_GetUnicode(text_page.raw, i)), left, bottom, right, top))
+        text_page.close()
     words: list[Word] = []
     current: list[tuple[str, float, float, float, float]] = []
 
@@ -133,16 +137,8 @@ def ocr_page_words(data: bytes, page_number: int) -> list[Word]:
     import pytesseract
 
     os.environ.setdefault("OMP_THREAD_LIMIT", "1")
-    with _render_lock:
-        pdf = _open(data)
-        try:
-            if not 1 <= page_number <= len(pdf):
-                raise PageNotFound(f"the document has no page {page_number}")
-            page = pdf[page_number - 1]
-            image = page.render(scale=OCR_BOX_DPI / 72, grayscale=True).to_pil()
-            page.close()
-        finally:
-            pdf.close()
+    with _pdf_page(data, page_number) as page:
+        image = page.render(scale=OCR_BOX_DPI / 72, grayscale=True).to_pil()
     found = pytesseract.image_to_data(
         image, lang=OCR_LANGUAGE, timeout=OCR_PAGE_TIMEOUT, output_type=pytesseract.Output.DICT
     )
