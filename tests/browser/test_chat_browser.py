@@ -80,6 +80,8 @@ def _new_chat(page):
     """The landing page offers the composer: the chat begins with the first question sent there."""
     page.click(".new-chat a")
     page.wait_for_selector("#composer[action='/chat/new/'] #question")
+    # Enter sends only once chat.js (deferred) has run: the element exists before that.
+    page.wait_for_load_state("load")
 
 
 def test_ask_stream_hover_reload_and_screenshots(chat_server, browser, fake_ollama):
