@@ -520,17 +520,31 @@ _STOP_WORDS = frozenset(
 def _extracting_answer(messages: list[dict[str, Any]], *, cite: bool) -> str:
     system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     question = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
-    wanted = {w.lower() for w in _WORD_RE.findall(question)} - _STOP_WORDS
+    wanted = {_word_key(w) for w in _WORD_RE.findall(question) if w.lower() not in _STOP_WORDS}
     best: tuple[int, str, str] = (0, "", "")
     for match in SOURCE_HEADER_RE.finditer(system):
+        # A question in the passage (a FAQ heading) is never the answer; its words count for the
+        # sentence under it, which answers it.
+        heading: set[str] = set()
         for sentence in re.split(r"(?<=[.!?])\s+", _chunk_text_after(system, match.end())):
-            shared = len(wanted & {w.lower() for w in _WORD_RE.findall(sentence)})
+            words = {_word_key(w) for w in _WORD_RE.findall(sentence)}
+            if sentence.rstrip().endswith("?"):
+                heading = words
+                continue
+            shared = len(wanted & (words | heading))
+            heading = set()
             if shared > best[0]:
                 best = (shared, match.group(1), " ".join(sentence.split()).rstrip("."))
     shared, source_id, sentence = best
     if shared < 2:
         return "I don't have enough information in the available documents to answer this question."
     return f"{sentence} [SourceId: {source_id}]." if cite else f"{sentence}."
+
+
+def _word_key(word: str) -> str:
+    """A word as the careful model compares it: lowercased, a plural's "s" dropped."""
+    word = word.lower()
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _chunk_text_after(text: str, start: int) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 from .attribution import CitationAttributor
 from .budget import TokenBudget
 from .citations import CitationNormalizer, build_context, extract_citations, make_snippet
-from .confidence import calculate_confidence, coverage_context, determine_action
+from .confidence import answer_action, calculate_confidence, coverage_context, question_focus
 from .config import RAGSettings
 from .errors import (
     ContextError,
@@ -163,7 +163,12 @@ class RAGService:
         )
 
     async def get_route_target(
-        self, context_results: Sequence[SearchResult], *, tenant_id: str = "default", confidence: int | None = None
+        self,
+        context_results: Sequence[SearchResult],
+        *,
+        tenant_id: str = "default",
+        confidence: int | None = None,
+        why: str | None = None,
     ) -> RouteTarget:
         return await get_route_target(
             context_results,
@@ -171,6 +176,7 @@ class RAGService:
             admin_email=self.settings.rag_admin_email,
             tenant_id=tenant_id,
             confidence=confidence,
+            why=why,
         )
 
     async def generate(self, request: RAGRequest) -> RAGResponse:
@@ -352,11 +358,19 @@ class RAGService:
             chunks, answer, coverage_context(chunks), llm_score, supported_share=grounding.supported_share
         )
 
-        # 8. Action and route target
-        action = determine_action(confidence.overall, self.confidence_threshold)
+        # 8. Action and route target: cited or routed, whatever the model wrote. Under the
+        # threshold, without a valid citation, or citing passages that hold few of the question's
+        # words (an answer about something else), the question goes to a person.
+        cited_ids = {c.source_id for c in citations}
+        focus = question_focus(
+            (request.query, retrieval_query), [c.chunk_text for c in chunks if c.source_id in cited_ids]
+        )
+        action, why = answer_action(confidence.overall, self.confidence_threshold, cited=bool(citations), focus=focus)
         route_to = None
         if action == "ROUTE":
-            route_to = await self.get_route_target(chunks, tenant_id=request.tenant_id, confidence=confidence.overall)
+            route_to = await self.get_route_target(
+                chunks, tenant_id=request.tenant_id, confidence=confidence.overall, why=why
+            )
 
         # 9. Response
         response = RAGResponse(

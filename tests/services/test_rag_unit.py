@@ -16,12 +16,17 @@ import pytest
 from ragchat.services.budget import TokenBudget
 from ragchat.services.citations import build_context, extract_citations, make_snippet
 from ragchat.services.confidence import (
+    NOT_CITED,
+    OFF_QUESTION,
+    QUESTION_FOCUS_MIN,
     STOPWORDS,
+    answer_action,
     calculate_confidence,
     calculate_coverage,
     coverage_context,
     determine_action,
     extract_key_terms,
+    question_focus,
 )
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import TokenBudgetExceededError
@@ -235,6 +240,36 @@ def test_determine_action_threshold():
     assert determine_action(59, 60) == "ROUTE"
     assert determine_action(100, 60) == "CITE"
     assert determine_action(0, 60) == "ROUTE"
+
+
+def test_an_answer_is_cited_or_routed():
+    # confident and cited, on the question's words: cited
+    assert answer_action(80, 60, cited=True, focus=0.67) == ("CITE", None)
+    # the spec's threshold first: its reason is the confidence itself
+    assert answer_action(40, 60, cited=False, focus=0.0) == ("ROUTE", None)
+    # confident, but no valid citation (a one-word answer, a model that cites nothing supported)
+    assert answer_action(84, 60, cited=False, focus=None) == ("ROUTE", NOT_CITED)
+    # confident and cited, but the cited passages hold under half of the question's words
+    assert answer_action(77, 60, cited=True, focus=0.4) == ("ROUTE", OFF_QUESTION)
+    assert answer_action(77, 60, cited=True, focus=QUESTION_FOCUS_MIN) == ("CITE", None)
+    # a question without a word to count (all stopwords) is not judged by its words
+    assert answer_action(77, 60, cited=True, focus=None) == ("CITE", None)
+
+
+def test_question_focus_counts_the_question_as_asked_and_as_searched():
+    passage = "Full-time employees receive 28 days of paid annual leave per calendar year."
+    # "wedding" is nowhere in it: the passage answers another question
+    assert question_focus(["How many days of leave does the company give for a wedding?"], [passage]) < 0.5
+    assert question_focus(["How many days of annual leave do full-time employees get?"], [passage]) >= 0.5
+    # a glossary name the passage never uses: the searched form (with the other names) counts
+    asked = "How much PTO do I get?"
+    searched = "How much PTO do I get? (paid time off; annual leave)"
+    assert question_focus([asked], [passage]) == 0.0
+    assert question_focus([asked, searched], [passage]) >= 0.5
+    # the passages an answer cites count together; nothing cited holds nothing
+    assert question_focus(["annual leave carry over"], [passage, "Up to five days carry over."]) == 1.0
+    assert question_focus(["annual leave"], []) == 0.0
+    assert question_focus(["what is it?", ""], [passage]) is None
 
 
 # ---------------------------------------------------------------- token budget
