@@ -71,6 +71,16 @@ class Reranker(Protocol):
 KEYWORD_MATCH_SHARE = 0.6
 
 
+def strong_passages(chunks: Sequence[SearchResult], queries: Sequence[str], *, limit: int = 2) -> list[SearchResult]:
+    """The passages that hold at least KEYWORD_MATCH_SHARE of a query's words (the question as
+    asked or as searched), most words first, then in the prompt's order; at most `limit`."""
+    shares = [
+        (max((keyword_share(q, c.chunk_text) for q in queries if q), default=0.0), i) for i, c in enumerate(chunks)
+    ]
+    strong = sorted((-share, i) for share, i in shares if share >= KEYWORD_MATCH_SHARE)
+    return [chunks[i] for _, i in strong[:limit]]
+
+
 def passes_floor(candidate: SearchResult, *, query: str, min_score: float) -> bool:
     """Whether a search candidate is good enough for the prompt: cosine at or above the floor, or
     a strong keyword match (KEYWORD_MATCH_SHARE of the query's words)."""
