@@ -15,14 +15,27 @@ pytest_plugins = ["tests.fakes.plugin"]
 collect_ignore = ["export"]
 
 
-def pytest_collection_modifyitems(items):
+# The Django-free core (ragchat/services, the fake model server) is tested here without the
+# database or the channel layer: such a test runs alike on SQLite and on PostgreSQL + Redis.
+_CORE_TESTS = ("services", "fake_ollama")
+_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server", "django_user_model", "client"}
+
+
+def pytest_collection_modifyitems(config, items):
     """Gives each schemathesis item (one per API operation) its own node id again. Since pytest 9.2
     a Function's id is built from `originalname` and its callspec, and schemathesis names its items
     `test[GET /path]` with `originalname="test"` and no callspec: every operation of a test got the
-    same id, and pytest-xdist, which schedules by node id, ran only the first one of them."""
+    same id, and pytest-xdist, which schedules by node id, ran only the first one of them.
+
+    Marks `engine_independent` the core's tests that use no database fixture: the second database
+    pass of .ci/test.sh (PostgreSQL + Redis) leaves them to the first, which runs them once."""
+    tests_dir = config.rootpath / "tests"
     for item in items:
         if getattr(item, "operation_label", None) and not item.nodeid.endswith(item.name):
             item._id = item._id.with_params(item.name[len(item.originalname) + 1 : -1])
+        parts = item.path.relative_to(tests_dir).parts if item.path.is_relative_to(tests_dir) else ()
+        if parts and parts[0] in _CORE_TESTS and not _DATABASE_FIXTURES & set(item.fixturenames):
+            item.add_marker("engine_independent")
 
 
 @pytest.fixture(autouse=True)
