@@ -40,6 +40,9 @@ from .types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, SearchResult
 Status = Literal["supported", "uncited", "unsupported", "none"]
 
 SUPPORT_THRESHOLD = 0.6  # share of a sentence's content words one chunk must hold
+# A sentence whose figures or names the chunk all holds needs fewer of its other words there: the
+# facts anchor it, the rest may be paraphrase ("the minimum length is 14" of "at least 14").
+ANCHORED_SUPPORT_THRESHOLD = 0.5
 MIN_CLAIM_TERMS = 2  # fewer content words (and no number) is not a claim
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
@@ -304,7 +307,9 @@ def check_sentence(
     order = sorted(chunks, key=lambda c: c.source_id not in cited)
     for chunk in order:
         score, missing = _support(terms, facts, chunk)
-        ok = score >= SUPPORT_THRESHOLD and not missing
+        ok = not missing and (
+            score >= SUPPORT_THRESHOLD or (score >= ANCHORED_SUPPORT_THRESHOLD and bool(numbers or names))
+        )
         if ok:
             return ("supported" if chunk.source_id in cited else "uncited"), chunk.source_id, score, ()
         # The closest chunk: fewest missing facts, then most words.
