@@ -26,6 +26,8 @@ QUESTION_FOCUS_MIN = 0.5
 
 NOT_CITED = "No passage cited"
 OFF_QUESTION = "The cited passages hold few of the question's words"
+NO_FIGURE = "The question asks for a figure and the answer states none"
+
 
 # Common English stopwords (expand as needed)
 STOPWORDS = {
@@ -106,15 +108,18 @@ def question_focus(queries: Sequence[str], cited_texts: Sequence[str]) -> float 
 
 
 def answer_action(
-    overall: int, threshold: int, *, cited: bool, focus: float | None
+    overall: int, threshold: int, *, cited: bool, focus: float | None, figure: bool = True
 ) -> tuple[Literal["CITE", "ROUTE"], str | None]:
     """Cited or routed, whatever the model wrote: spec v3 step 8 (confidence under the threshold
     routes), then an answer that cites no passage routes, then one whose cited passages hold under
-    QUESTION_FOCUS_MIN of the question's words. Returns the action and, for the last two, why."""
+    QUESTION_FOCUS_MIN of the question's words, then one that states no figure where the question
+    asks for one (`figure`: grounding.answers_with_a_figure). Returns the action and, for the last three, why."""
     if determine_action(overall, threshold) == "ROUTE":
         return "ROUTE", None
     if not cited:
         return "ROUTE", NOT_CITED
     if focus is not None and focus < QUESTION_FOCUS_MIN:
         return "ROUTE", OFF_QUESTION
+    if not figure:
+        return "ROUTE", NO_FIGURE
     return "CITE", None

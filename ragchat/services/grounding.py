@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .citations import strip_source_ids
 from .confidence import STOPWORDS
 from .prompts import MODEL_INSUFFICIENT_SENTENCE
 from .types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, SearchResult
@@ -211,6 +212,11 @@ def _stem(word: str) -> str:
     return word
 
 
+def figures_in(text: str) -> set[str]:
+    """The figures a text states (digits and number words, as digits), citation markers aside."""
+    return _numbers(_plain(text))
+
+
 def _numbers(text: str) -> set[str]:
     found = {m.group().replace(",", "").rstrip("stndrh") or m.group() for m in _NUMBER_RE.finditer(text)}
     for word in _WORD_RE.findall(text.lower()):
@@ -346,3 +352,25 @@ def check_answer(answer: str, chunks: Sequence[SearchResult]) -> GroundingReport
             )
         )
     return GroundingReport(tuple(sentences))
+
+
+# Questions whose answer is a figure: an amount, a count, a duration, a frequency, a time.
+_ASKS_FOR_FIGURE_RE = re.compile(
+    r"\b(how (many|much|long|often|soon|quickly|large|big|far|old)|within how|up to what|by what time)\b",
+    re.IGNORECASE,
+)
+# Figures written without digits or number words.
+_FIGURE_WORDS_RE = re.compile(
+    r"\b(an?|half an?|a few) (minute|hour|day|week|month|quarter|year)s?\b"
+    r"|\b(once|twice|immediately|daily|weekly|fortnightly|monthly|quarterly|annually|yearly|noon|midnight)\b"
+    r"|\bevery (day|week|month|quarter|year|night|morning|evening)\b",
+    re.IGNORECASE,
+)
+
+
+def answers_with_a_figure(question: str, answer: str) -> bool:
+    """False when the question asks how many, how much, how long… and the answer states no figure
+    (no digits, number words or "an hour", "weekly"…): it answers something else."""
+    if not _ASKS_FOR_FIGURE_RE.search(question):
+        return True
+    return bool(figures_in(answer)) or bool(_FIGURE_WORDS_RE.search(strip_source_ids(answer)))

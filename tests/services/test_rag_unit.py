@@ -16,6 +16,7 @@ import pytest
 from ragchat.services.budget import TokenBudget
 from ragchat.services.citations import build_context, extract_citations, make_snippet
 from ragchat.services.confidence import (
+    NO_FIGURE,
     NOT_CITED,
     OFF_QUESTION,
     QUESTION_FOCUS_MIN,
@@ -30,6 +31,7 @@ from ragchat.services.confidence import (
 )
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import TokenBudgetExceededError
+from ragchat.services.grounding import answers_with_a_figure
 from ragchat.services.prompts import CONFIDENCE_PROMPT, INSUFFICIENT_CONTEXT_ANSWER, RAG_SYSTEM_PROMPT
 from ragchat.services.retrieval import (
     STRATEGY_FIRST,
@@ -254,6 +256,24 @@ def test_an_answer_is_cited_or_routed():
     assert answer_action(77, 60, cited=True, focus=QUESTION_FOCUS_MIN) == ("CITE", None)
     # a question without a word to count (all stopwords) is not judged by its words
     assert answer_action(77, 60, cited=True, focus=None) == ("CITE", None)
+    # "how many…?" answered without a figure: about something else
+    assert answer_action(77, 60, cited=True, focus=1.0, figure=False) == ("ROUTE", NO_FIGURE)
+
+
+@pytest.mark.parametrize(
+    "question, answer, states",
+    [
+        ("How many failed sign-in attempts lock an account?", "The service desk can unlock it earlier.", False),
+        ("How many failed sign-in attempts lock an account?", "Eight failed attempts lock it [1].", True),
+        ("How soon must a lost laptop be reported?", "Within an hour, to the IT helpdesk.", True),
+        ("How often are laptops replaced?", "Every four years.", True),
+        ("How often are backups tested?", "Backups are tested quarterly.", True),
+        ("How much is the home office allowance?", "It is paid with the salary.", False),
+        ("Who is our data protection officer?", "Dr Ingrid Solberg.", True),  # no figure asked for
+    ],
+)
+def test_a_question_asking_for_a_figure_needs_one_in_its_answer(question, answer, states):
+    assert answers_with_a_figure(question, answer) is states
 
 
 def test_question_focus_counts_the_question_as_asked_and_as_searched():
