@@ -1,8 +1,10 @@
 """The question box says why it does not send (empty, too long: Send is disabled), and a question
 the server refuses comes back to the landing page by a redirect, so a reload asks nothing again.
 Edit shows on every question; where a question cannot be edited (not the latest, sent to a person),
-pressing Edit says why; editing the chat's first question renames a chat named after it. At
-desktop and phone widths. Real daphne, Debian's Chromium, the fake Ollama server."""
+pressing Edit says why; editing the chat's first question renames a chat named after it. A
+citation written against its word ("per year[1].") is a citation, and its sentence is not flagged.
+The Markdown export labels a regenerated answer's versions. At desktop and phone widths. Real
+daphne, Debian's Chromium, the fake Ollama server."""
 
 from __future__ import annotations
 
@@ -168,5 +170,41 @@ def test_edit_says_why_it_is_unavailable_and_renames_the_chat(server, chromium, 
     page.reload()
     assert page.locator("article.msg-user .msg-edit:visible").count() == 3
     assert page.locator("article.msg-user .msg-edit[aria-disabled='false']").count() == 0
+    assert errors == []
+    context.close()
+
+
+@pytest.mark.parametrize("size", WIDTHS)
+def test_a_citation_against_its_word_is_a_citation_and_its_sentence_stands(server, chromium, fake_ollama, size):
+    fake_ollama.reply(ANSWER)
+    fake_ollama.habits(citations="numbered-glued")  # "… per year[1]. … portal[1]."
+    context, page, errors = _page(chromium, server.url, size)
+    _ask(page, "How many vacation days do I get?", answers=1)
+    answer = page.locator("article.msg-assistant").last
+    body = answer.locator(".msg-body")
+    assert "[1]" not in body.inner_text() and body.locator(".cite-marker").count() == 2
+    assert body.locator(".claim-flag, .claim-unsupported").count() == 0
+    assert "Vacation Policy 2026.pdf" in answer.locator(".sources").inner_text()
+    assert "attributed by ragchat" not in answer.inner_text()
+    page.screenshot(path=str(ARTIFACTS / f"chat-glued-citation-{size[0]}.png"))
+    assert errors == []
+    context.close()
+
+
+@pytest.mark.parametrize("size", WIDTHS)
+def test_the_markdown_export_labels_the_versions(server, chromium, fake_ollama, size):
+    fake_ollama.reply(ANSWER)
+    context, page, errors = _page(chromium, server.url, size)
+    _ask(page, "How many vacation days do I get?", answers=1)
+    fake_ollama.reply("Twenty-five days a year [SourceId: " + DOC + ":0].")
+    page.locator("article.msg-assistant .regen button").click()
+    page.wait_for_selector("article.msg-assistant.status-complete:has-text('Twenty-five')", timeout=30_000)
+    page.locator(".chat-menu summary").click()
+    with page.expect_download() as download:
+        page.locator(".chat-menu a:has-text('Markdown')").click()
+    with open(download.value.path(), encoding="utf-8") as saved:
+        text = saved.read()
+    assert "## Assistant · version 1 of 2 · " in text and "## Assistant · version 2 of 2 · " in text
+    assert text.index("Full-time employees get 25") < text.index("version 2 of 2") < text.index("Twenty-five")
     assert errors == []
     context.close()
