@@ -49,6 +49,9 @@ from routing.models import RoutedQuestion
 from routing.selectors import people_count
 
 FIGURES_WINDOW_DAYS = 90
+# A document (an upload, a verified answer just published) has had little time to be cited: the
+# report's "never cited" leaves out the ones added in the period's last days, and says how many.
+NEVER_CITED_GRACE_DAYS = 7
 NO_TAG_SLUG = ""
 NO_TAG_NAME = "No tag"
 NO_TAG = (NO_TAG_SLUG, "No tag (admin)")
@@ -324,6 +327,7 @@ class Report:
     unanswered: list[UnansweredGroup]
     cited: list[CitedDocument]
     never_cited: list[Document]
+    recent_uncited: int = 0  # not cited, but added within NEVER_CITED_GRACE_DAYS of the period's end
 
     @property
     def without_person(self) -> int:
@@ -477,11 +481,10 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         (CitedDocument(document=d, answers=citing[pk]) for pk, d in cited_docs.items()),
         key=lambda c: (-c.answers, c.document.title.lower()),
     )
-    never = list(
-        documents.filter(status=Document.Status.READY, created_at__lt=until)
-        .exclude(id__in=list(citing))
-        .order_by("title")
-    )
+    uncited = documents.filter(status=Document.Status.READY, created_at__lt=until).exclude(id__in=list(citing))
+    settled = until - timedelta(days=NEVER_CITED_GRACE_DAYS)
+    never = list(uncited.filter(created_at__lt=settled).order_by("title"))
+    recent_uncited = uncited.filter(created_at__gte=settled).count()
     return Report(
         slug=slug,
         name=tag.name if tag is not None else NO_TAG_NAME,
@@ -502,4 +505,5 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         unanswered=_unanswered(user=user, routed=routed, limit=limit),
         cited=cited[:limit],
         never_cited=never,
+        recent_uncited=recent_uncited,
     )

@@ -9,6 +9,8 @@ References: requirement IDs (R-…): docs/requirements.md.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
@@ -374,11 +376,17 @@ def _report_for(request, slug: str):
     return tag, form, key, figures.tag_report(user=request.user, tag=tag, since=since, until=until)
 
 
+def _period_query(form: ReportPeriodForm, key: str) -> str:
+    """The query string of the period `form.bounds` chose."""
+    if key != "custom":
+        return urlencode({"period": key})
+    return urlencode({"period": key, "start": form.cleaned_data["start"], "end": form.cleaned_data["end"]})
+
+
 @login_required
 @require_GET
 def report(request, slug):
     tag, form, key, data = _report_for(request, slug)
-    query = request.GET.urlencode()
     return render(
         request,
         "routing/report.html",
@@ -393,7 +401,9 @@ def report(request, slug):
             "wait_bins": charts.wait_bins(data.waits),
             "outcomes": figures.OUTCOMES,
             "top_cited": data.cited[0].answers if data.cited else 0,
-            "csv_query": query,
+            # The CSV of the period shown: bad input is told and the last 30 days shown instead.
+            "csv_query": _period_query(form, key),
+            "grace_days": figures.NEVER_CITED_GRACE_DAYS,
             "untagged_slug": UNTAGGED,
         },
     )

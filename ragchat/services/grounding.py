@@ -54,6 +54,26 @@ _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
 # followed by white space or the end; or at a line break (list items, paragraphs, headings).
 _END_RE = re.compile(rf"[.!?…]+[\"'”’)\]]*(?:[ \t]*{_MARKER})*(?=\s|$)|\n+", re.IGNORECASE)
 SENTENCE_END_RE = _END_RE  # where a sentence may end (split_sentences decides; attribution.py looks ahead)
+# An answer that writes its citations at the start of the sentences they support ("[1] Every
+# employee … . [2] Unused days …"): markers after an end mark open the next sentence, unless
+# nothing follows them on their line.
+_END_LEADING_RE = re.compile(
+    rf"[.!?…]+[\"'”’)\]]*(?:(?:[ \t]*{_MARKER})+(?=[ \t]*(?:\n|$)))?(?=\s|$)|\n+", re.IGNORECASE
+)
+# The style shows in the answer's first marker: it opens a line (a list item's bullet before it).
+_FIRST_MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
+_LINE_START_RE = re.compile(r"(?:^|\n)[ \t]*(?:(?:[-*+>]|\d{1,9}[.)])[ \t]+)*$")
+
+
+def markers_lead(text: str, start: int = 0) -> bool | None:
+    """Whether the answer writes its citation markers in front of the sentences they support: its
+    first marker (at or after `start`) opens a line. None: it has no marker (yet)."""
+    first = _FIRST_MARKER_RE.search(text, start)
+    if first is None:
+        return None
+    return _LINE_START_RE.search(text, max(0, first.start() - 200), first.start()) is not None
+
+
 _ABBREVIATIONS = {
     "e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "no", "nr", "approx", "incl", "fig", "p", "pp",
     "st", "ca", "cf", "dept", "max", "min", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
@@ -141,22 +161,24 @@ class GroundingReport:
 _FENCED_CODE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 
-def split_sentences(text: str) -> list[tuple[int, int]]:
+def split_sentences(text: str, *, leading: bool | None = None) -> list[tuple[int, int]]:
     """(start, end) of each sentence of `text`, surrounding white space excluded; fenced code blocks
-    hold no sentences."""
+    hold no sentences. `leading`: the answer writes its markers in front of its sentences (None:
+    `markers_lead(text)` says)."""
+    end_re = _END_LEADING_RE if (markers_lead(text) if leading is None else leading) else _END_RE
     spans: list[tuple[int, int]] = []
     start = 0
     for code in _FENCED_CODE_RE.finditer(text):
-        spans += [(start + a, start + b) for a, b in _prose_sentences(text[start : code.start()])]
+        spans += [(start + a, start + b) for a, b in _prose_sentences(text[start : code.start()], end_re)]
         start = code.end()
-    spans += [(start + a, start + b) for a, b in _prose_sentences(text[start:])]
+    spans += [(start + a, start + b) for a, b in _prose_sentences(text[start:], end_re)]
     return spans
 
 
-def _prose_sentences(text: str) -> list[tuple[int, int]]:
+def _prose_sentences(text: str, end_re: re.Pattern[str]) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
-    for match in _END_RE.finditer(text):
+    for match in end_re.finditer(text):
         end = match.start() if match.group().startswith("\n") else match.end()
         if not match.group().startswith("\n") and (
             _is_abbreviation(text[start : match.start() + 1])
@@ -250,9 +272,14 @@ def _names(text: str) -> set[str]:
     return found - _NOT_NAMES
 
 
+# A bracketed number left in the text ("per year[7]", "【3】"): a reference that names no passage
+# of the prompt, or an index; no figure the sentence states.
+_BRACKETED_NUMBER_RE = re.compile(r"[\[【［]\s*\d{1,3}\s*[\]】］]")
+
+
 def _plain(text: str) -> str:
     """The words of a sentence without citation markers and Markdown punctuation."""
-    text = _MARKER_RE.sub(" ", text)
+    text = _BRACKETED_NUMBER_RE.sub(" ", _MARKER_RE.sub(" ", text))
     return re.sub(r"[*_`#>|~]+", " ", text)
 
 
