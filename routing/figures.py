@@ -38,7 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from access import policy
@@ -124,25 +124,52 @@ def counted_answers(*, tenant_id: str, since=None, until=None, message_ids=None)
 
 def _routed_messages(*, tenant_id: str) -> QuerySet:
     """The answers that were sent to a person: each counts once, as its routed question."""
-    return (
-        RoutedQuestion.objects.filter(tenant_id=tenant_id, message__isnull=False)
-        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
-        .values("message_id")
+    return _routed(tenant_id).filter(message__isnull=False).values("message_id")
+
+
+def _routed(tenant_id: str) -> QuerySet[RoutedQuestion]:
+    return RoutedQuestion.objects.filter(tenant_id=tenant_id).exclude(origin=RoutedQuestion.Origin.FEEDBACK)
+
+
+def _earlier_version() -> Exists:
+    """An earlier finished answer of the assistant to the same question: the answer is a
+    regenerated version, and its question was counted with the first."""
+    return Exists(
+        Message.objects.filter(
+            reply_to=OuterRef("reply_to"),
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.COMPLETE,
+            pk__lt=OuterRef("pk"),
+        ).exclude(query_strategy=STRATEGY_SMALLTALK)
     )
 
 
-def _answers(*, tenant_id: str, since, until) -> list[tuple[int, datetime, set[str], set[str], bool]]:
-    """(id, created_at, ids of documents used, ids of documents cited, cited verified knowledge)
-    of every counted assistant answer of the tenant in the period."""
-    answers = counted_answers(tenant_id=tenant_id, since=since, until=until)
+def _questions_not_routed(answers: QuerySet[Message], *, tenant_id: str) -> QuerySet[Message]:
+    """One answer per question asked, of the questions no person was sent: regenerating is not
+    asking again (the first finished version counts), and a question that was routed (with any
+    version of its answer) counts once, as its routed question."""
+    routed = _routed(tenant_id)
+    return (
+        answers.exclude(pk__in=routed.filter(message__isnull=False).values("message_id"))
+        .exclude(reply_to__in=routed.filter(question_message__isnull=False).values("question_message_id"))
+        .exclude(_earlier_version())
+    )
+
+
+def _answers(*, tenant_id: str, since, until) -> list[tuple[int, datetime, set[str], set[str], bool, int | None, bool]]:
+    """(id, created_at, ids of documents used, ids of documents cited, cited verified knowledge,
+    id of the question it answers, whether it is a regenerated version) of every counted assistant
+    answer of the tenant in the period."""
+    answers = counted_answers(tenant_id=tenant_id, since=since, until=until).annotate(regenerated=_earlier_version())
     rows = []
-    for pk, created, passages, citations in answers.values_list("id", "created_at", "passages", "citations").iterator():
+    values = answers.values_list("id", "created_at", "passages", "citations", "reply_to_id", "regenerated")
+    for pk, created, passages, citations, question_id, regenerated in values.iterator():
         cited_items = [c for c in (citations or []) if isinstance(c, dict)]
         used = {p.get("document_id") for p in (passages or []) + cited_items if isinstance(p, dict)}
         used.discard(None)
         cited = {str(c["document_id"]) for c in cited_items if c.get("document_id")}
         verified = any((c.get("metadata") or {}).get("verified") for c in cited_items)
-        rows.append((pk, created, {str(i) for i in used}, cited, verified))
+        rows.append((pk, created, {str(i) for i in used}, cited, verified, question_id, regenerated))
     return rows
 
 
@@ -163,14 +190,19 @@ def questions_by_tag(*, tenant_id: str, since, until) -> dict[str, list[Question
         .select_related("tag", "asker", "group")
     )
     routed_messages = set(_routed_messages(tenant_id=tenant_id).values_list("message_id", flat=True))
+    routed_questions = set(
+        _routed(tenant_id).filter(question_message__isnull=False).values_list("question_message_id", flat=True)
+    )
     answers = _answers(tenant_id=tenant_id, since=since, until=until)
     tags_of = _tags_of(set().union(*(a[2] for a in answers)) if answers else set())
     cited_of: dict[int, set[str]] = {}
     out: dict[str, list[Question]] = {}
-    for pk, created, used, cited, verified in answers:
+    for pk, created, used, cited, verified, question_id, regenerated in answers:
         cited_of[pk] = cited
-        if pk in routed_messages:
+        if pk in routed_messages or question_id in routed_questions:
             continue  # counted once, as the routed question, under the tag routing chose
+        if regenerated:
+            continue  # the same question again: counted with its first answer
         slugs = set().union(*(tags_of.get(i, set()) for i in used)) if used else set()
         for slug in slugs or {NO_TAG_SLUG}:
             out.setdefault(slug, []).append(
@@ -368,9 +400,7 @@ def _tag_answers(*, tenant_id: str, slug: str, since, until) -> QuerySet[Message
     """The period's answers counted under the tag (not routed): those that used a passage of a
     document carrying it; for "no tag", those that used none of a document carrying a tag but
     `public` (the module's rules). Through AnswerSource, in the database."""
-    answers = counted_answers(tenant_id=tenant_id, since=since, until=until).exclude(
-        pk__in=_routed_messages(tenant_id=tenant_id)
-    )
+    answers = _questions_not_routed(counted_answers(tenant_id=tenant_id, since=since, until=until), tenant_id=tenant_id)
     if slug == NO_TAG_SLUG:
         topical = Document.objects.filter(tags__in=Tag.objects.exclude(slug=PUBLIC_TAG_SLUG)).values("id")
         return answers.exclude(pk__in=AnswerSource.objects.filter(document_id__in=topical).values("message_id"))

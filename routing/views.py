@@ -81,7 +81,7 @@ def question_detail(request, question_id):
             except services.RoutingError as e:
                 form.add_error(None, str(e))
             else:
-                people = len(answered)
+                people = selectors.people_count(answered)
                 messages.success(
                     request,
                     f"Answer sent to {people} {'person' if people == 1 else 'people'}."
@@ -131,8 +131,18 @@ def question_detail(request, question_id):
             "can_publish": question.status == RoutedQuestion.Status.ANSWERED and not question.published_document_id,
             "publish_tags": publish_tags,
             "review": _review_context(user=request.user, question=question),
+            "downvote": _downvote(question),
         },
     )
+
+
+def _downvote(question: RoutedQuestion):
+    """The asker's down vote a routed question carries (they down-voted its draft, or another
+    version of the answer): one question, one item, with the vote on its page."""
+    feedback = question.feedback
+    if question.origin == RoutedQuestion.Origin.FEEDBACK or feedback is None:
+        return None
+    return feedback if feedback.vote == -1 and feedback.reason else None
 
 
 def _review_context(*, user, question: RoutedQuestion) -> dict | None:
