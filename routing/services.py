@@ -485,19 +485,41 @@ def cited_documents_for(*, question: RoutedQuestion, user):
     return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
 
+MSG_OUTDATED_NOTE = "Write a note on why it is outdated: it is shown with the warning wherever the document is cited."
+
+
+def _cited_document(*, question: RoutedQuestion, user, document_id) -> Document:
+    document = next(
+        (d for d in cited_documents_for(question=question, user=user) if str(d.pk) == str(document_id)), None
+    )
+    if document is None:
+        raise QuestionNotFound("No such document.")
+    return document
+
+
+def review_outdated_effect(*, question: RoutedQuestion, user, document_id) -> tuple[Document, knowledge.OutdatedEffect]:
+    """What marking one of a review item's cited documents outdated would do (asked before it is
+    done): the document, the verified answers that would need review, the answers citing it. The
+    same checks as review_mark_outdated."""
+    with transaction.atomic():
+        locked = _review_item(question=question, user=user)
+        document = _cited_document(question=locked, user=user, document_id=document_id)
+    return document, knowledge.outdated_effect(document)
+
+
 def review_mark_outdated(*, question: RoutedQuestion, user, document_id, note: str = "") -> Document:
     """Resolve a review item by marking one of its cited documents outdated: the document shows a
-    warning wherever it is cited, and its uploader is told (email and live)."""
+    warning wherever it is cited, with the note (required), and its uploader is told (email and
+    live). The verified answers that relied on it need review (routing.knowledge.document_outdated);
+    review_outdated_effect says beforehand what that will be."""
     from documents.services import document_mark_outdated
 
     note = (note or "").strip()
     with transaction.atomic():
         locked = _review_item(question=question, user=user)
-        document = next(
-            (d for d in cited_documents_for(question=locked, user=user) if str(d.pk) == str(document_id)), None
-        )
-        if document is None:
-            raise QuestionNotFound("No such document.")
+        document = _cited_document(question=locked, user=user, document_id=document_id)
+        if not note:
+            raise RoutingError(MSG_OUTDATED_NOTE)
         document_mark_outdated(document=document, user=user, note=note)
         locked.status = RoutedQuestion.Status.CLOSED
         locked.resolution = RoutedQuestion.Resolution.OUTDATED
