@@ -402,6 +402,9 @@ async def test_review_page_reads_as_a_review_and_withholds_sources_the_owner_may
     assert "Laptops.md" not in page and "1 source you do not have access to is not shown" in page
     # The outdated choice lists only documents the owner may read.
     assert f'value="{PARKING_DOC}"' in page and f'value="{LAPTOP_DOC}"' not in page
+    # Named by its question, not by the routing notice it was built with (issue 38).
+    assert f"<title>Review item: {PARKING_Q}" in page
+    assert "Review: " not in page and "Sent to the owner of Facilities for review" in page
 
 
 # ------------------------------------------------------------------------------------- resolutions
