@@ -218,3 +218,21 @@ def test_marking_a_source_outdated_asks_first_saying_what_it_affects(live, chrom
     owner.screenshot(path=str(ARTIFACTS / f"loop-outdated-done-{label}.png"), full_page=True)
     assert not problems, problems
     context.close()
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_the_outdated_question_passes_axe(live, chromium, width, height):
+    """The card that asks before a source is marked outdated has no serious accessibility problem."""
+    from tests.browser.test_axe_browser import AXE, axe_problems
+
+    assert AXE, "axe-core is missing: run `make axe` (make test does)"
+    item = _seed_review(live, f"Are garage permits still yearly (axe {width})?")
+    context = chromium.new_context(viewport={"width": width, "height": height}, bypass_csp=True)  # axe is injected
+    page = context.new_page()
+    sign_in(page, live.url, "olivia", PASSWORD)
+    page.goto(f"{live.url}/routing/q/{item}/")
+    page.fill("#outdated-note", "Permits are monthly since 2026.")
+    page.click("#outdated-form button[type=submit]")
+    page.wait_for_selector("#outdated-confirm-form")
+    assert not axe_problems(page, AXE[-1].read_text())
+    context.close()
