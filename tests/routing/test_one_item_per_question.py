@@ -194,8 +194,10 @@ async def test_regenerating_a_routed_answer_does_not_route_it_again(asker, owner
     assert mine.count(PARKING_Q) == 1
     detail = await page(owner, reverse("routing:question", args=[item.pk]))
     assert "Asked 2 times" not in detail
+    await post(asker, vote_url(second), {"vote": "1"})
     data = await report(owner)
     assert data.asked == 1 and data.outcomes[figures.ROUTED] == 1 and len(data.unanswered) == 1
+    assert (data.votes, data.down_votes) == (1, 0)  # a vote on any version counts
     # The new version says who the question went to, as the first did.
     chat = await page(asker, reverse("chat:session", args=[session.pk]))
     assert chat.count("Your question was sent to Olivia Owner, the owner of Facilities.") == 2
@@ -212,9 +214,11 @@ async def test_a_regenerated_answer_is_not_a_second_question_in_the_report(asker
     high_confidence(fake_ollama)
     session, answer = await ask(asker, PARKING_Q)
     high_confidence(fake_ollama)
-    await regenerate(asker, session, answer)
+    second = await regenerate(asker, session, answer)
+    await post(asker, vote_url(second), {"vote": "-1", "reason": "incomplete"})
     data = await report(owner)
     assert data.asked == 1 and data.outcomes[figures.ASSISTANT] == 1
+    assert (data.votes, data.down_votes) == (1, 1)  # a vote on any version counts
     by_tag = await sync_to_async(figures.questions_by_tag)(
         tenant_id="default", since=timezone.now() - timedelta(days=1), until=timezone.now() + timedelta(minutes=1)
     )
