@@ -83,7 +83,8 @@ class RoutedQuestion(models.Model):
     fallback = models.BooleanField(default=False, db_index=True)
     reason = models.CharField(max_length=300, blank=True, default="")
     origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.ROUTE, db_index=True)
-    # A review item (origin FEEDBACK) comes from a down vote; how the owner resolved it, and their note.
+    # A review item (origin FEEDBACK) comes from a down vote; a routed question carries the asker's
+    # down vote on its draft (one question, one item). How the owner resolved it, and their note.
     feedback = models.ForeignKey(
         "chat.AnswerFeedback", null=True, blank=True, on_delete=models.SET_NULL, related_name="review_items"
     )
