@@ -490,6 +490,10 @@ def test_follow_up_topic_is_bounded():
         "And what if it is above that?",
         "When is the post-mortem due?",  # too few words of its own to stand alone
         "why?",
+        # the asker's own action, but on something said before
+        "How do I renew it?",
+        "Where do I send those?",
+        "Can I apply?",  # an action, and nothing it is done to
     ],
 )
 def test_follow_ups_are_told_apart(question):
@@ -504,10 +508,28 @@ def test_follow_ups_are_told_apart(question):
         "What is the guest WiFi network called?",
         # shares words with the earlier topic, yet stands alone: searched as asked
         "How many days of sick leave do full-time employees get?",
+        # two words of its own, but the asker's action and what it is done to (issue 38)
+        "How do I contact the helpdesk?",
+        "How do I report phishing?",
+        "Where do I submit expenses?",
+        "Can I bring guests?",
     ],
 )
 def test_new_topics_are_told_apart(question):
     assert not is_follow_up(question)
+
+
+def test_a_short_question_of_the_askers_own_action_does_not_inherit_the_previous_topic():
+    """Issue 38: after a Wi-Fi question, "How do I contact the helpdesk?" was searched as
+    "visitors second floor wi-fi password guests: How do I contact the helpdesk?"."""
+    history = [
+        ChatMessage("user", "What is the Wi-Fi password for visitors and guests on the second floor?"),
+        ChatMessage("assistant", "Ask reception."),
+    ]
+    question = "How do I contact the helpdesk?"
+    assert build_retrieval_query(query=question, history=history) == (question, STRATEGY_NEW_TOPIC)
+    text, strategy = build_retrieval_query(query="How do I change it?", history=history)
+    assert strategy == STRATEGY_FOLLOW_UP and text.endswith(": How do I change it?") and "wi-fi" in text
 
 
 def test_a_new_topic_does_not_inherit_the_previous_one():
