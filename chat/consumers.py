@@ -44,7 +44,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def connect(self) -> None:
         user = self.scope.get("user")
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
-        session = await database_sync_to_async(selectors.session_for_user)(user=user, session_id=session_id)
+        query = parse_qs(self.scope.get("query_string", b"").decode())
+        # A chat begun from the landing page (?start): its stored first question is read with the
+        # ownership check, in the same trip to the database thread.
+        session, pending = await database_sync_to_async(_session_and_pending)(
+            user=user, session_id=session_id, start="start" in query
+        )
         if session is None:
             # Not signed in, or not the owner: refuse the handshake (absent and forbidden look alike).
             await self.close()
@@ -55,7 +60,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = services.session_group_name(self.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self._catch_up()
+        await self._catch_up(query, pending)
 
     async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
         """Every frame to this tab: a message's forms get a CSRF token for this tab's browser (one
@@ -64,23 +69,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             text_data = text_data.replace(presenters.csrf_slot_input(), self.csrf_input)
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
-    async def _catch_up(self) -> None:
+    async def _catch_up(self, query: dict[str, list[str]], pending: Message | None) -> None:
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
-        draft that has finished since gets the final message."""
+        draft that has finished since gets the final message; a new chat's page (?start) gets the
+        answer to its first question (`pending`)."""
         turn = turn_state.active_turn(self.session_id)
         if turn is not None and turn.message_id:
             await self.send(text_data=draft_article_html(turn))
-        query = parse_qs(self.scope.get("query_string", b"").decode())
         for raw in query.get("sync", [])[:1]:
             message_id = request_int(raw)
             if message_id is not None and (turn is None or message_id != turn.message_id):
                 await self._send_message(message_id)
-        if "start" in query and not await turn_handover.session_busy(self.session_id):
+        if pending is not None and not await turn_handover.session_busy(self.session_id):
             # A chat begun from the landing page: its first question is stored, its answer starts
             # once the page listens (and only once: a question with an answer is not pending).
-            pending = await database_sync_to_async(selectors.question_unanswered)(session_id=self.session_id)
-            if pending is not None:
-                await self._start(pending)
+            await self._start(pending)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "group", None):
@@ -260,6 +263,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         session = selectors.session_for_user(user=self.user, session_id=self.session_id)
         if session is not None:
             session_opened.send(sender=ChatSession, session=session, user=self.user)
+
+
+def _session_and_pending(*, user, session_id, start: bool) -> tuple[ChatSession | None, Message | None]:
+    """The session when the person owns it; with `start`, its question still waiting for an answer."""
+    session = selectors.session_for_user(user=user, session_id=session_id)
+    if session is None or not start:
+        return session, None
+    return session, selectors.question_unanswered(session_id=session.pk)
 
 
 def _csrf_input(scope: dict) -> str:

@@ -103,8 +103,10 @@ async def turn_start(
 ) -> Turn:
     """Create the draft, show the question and the draft to every tab, start the turn's task.
     `listener` (the JSON API) also receives the turn's TurnEvents; `model` and `request_id` are
-    the caller's (default: the configured model, a new id)."""
+    the caller's (default: the configured model, a new id). The question's search text is embedded
+    while the draft is prepared, as for a new question (turn_ask)."""
     turn = _reserve(session_id, question=user_message.content, model=model, request_id=request_id, listener=listener)
+    _embed_ahead(user_message.content)
     prepared = await _begin(turn, Ask(user=user, session_id=turn.session_id, message=user_message))
     assert prepared is not None, "a stored question is always prepared"
     await _launch(turn, user=user, prepared=prepared, title=title)
@@ -353,9 +355,11 @@ async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseExcepti
 
 
 def _store(message_id: int, fields: dict[str, Any]) -> tuple[Message, str]:
-    """Store the end of the turn and render it, in one trip to the database thread."""
+    """Store the end of the turn and render it, in one trip to the database thread. Nobody has voted
+    on the answer or sent it to a person yet: both need it finished, which it is from this write on
+    (and whoever does either sends the message again)."""
     message = services.message_finish(message=Message.objects.get(pk=message_id), fields=fields)
-    return message, presenters.message_html(message, oob=True)
+    return message, presenters.message_html(message, oob=True, routed=None, feedback=None)
 
 
 async def _publish_final(turn: Turn, message: Message, html: str) -> None:

@@ -15,6 +15,7 @@ from django.core.exceptions import ImproperlyConfigured  # noqa: E402
 from chat import turn_handover  # noqa: E402
 from documents.recovery import recover_on_first_call  # noqa: E402
 from ragchat import processes, runtime  # noqa: E402
+from ragchat.request_threads import request_threads  # noqa: E402
 from ragchat.ws_urls import websocket_urlpatterns  # noqa: E402
 
 # Settings that cannot run (several processes on one embedded store, ...) stop the server here.
@@ -51,7 +52,7 @@ application = recover_on_first_call(
     turn_handover.on_first_call(
         ProtocolTypeRouter(
             {
-                "http": django_asgi_app,
+                "http": request_threads(django_asgi_app),  # a few threads, not one per request
                 "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
             }
         )

@@ -239,6 +239,22 @@ def bench_rows(report: dict[str, Any]) -> list[dict[str, str]]:
                     f"{c['added_latency_p50_ms']} / {c['added_latency_p95_ms']} ms",
                 )
             )
+        for c in chat.get("new_chats", []):
+            what = f"{c['chats']} new chats at once from the landing page, {c['tokens_per_chat']}-token answers"
+            rows.append(
+                _row(
+                    f"{what}: TTFT from the websocket's open p50 / p95",
+                    f"{c['ttft_p50_ms'] / 1000:.2f} / {c['ttft_p95_ms'] / 1000:.2f} s"
+                    if c["ttft_p95_ms"] is not None
+                    else "no answer",
+                )
+            )
+            rows.append(
+                _row(
+                    f"{what}: answered, lost / reordered tokens",
+                    f"{c['completed']} of {c['chats']}, {c['lost_tokens']} / {c['reordered_frames']}",
+                )
+            )
         tabs = chat.get("open_websockets")
         if tabs and tabs.get("per_socket_kb") is not None:
             rows.append(

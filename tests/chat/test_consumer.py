@@ -226,6 +226,67 @@ async def test_a_pending_first_question_is_answered_when_the_page_connects(chat_
     await tab.close()
 
 
+async def test_a_start_socket_reads_its_pending_question_with_the_ownership_check(
+    chat_session, corpus, fake_ollama, monkeypatch
+):
+    """A new chat's socket (?start) makes one trip to the database thread before it opens (the
+    ownership check, which reads the pending question too) and one after (its turn prepared), so a
+    burst of new chats does not queue two trips each behind everything else the thread does."""
+    from channels.db import DatabaseSyncToAsync
+
+    from chat import services
+
+    trips: list[str] = []
+    calls = DatabaseSyncToAsync.__call__
+
+    async def counted(self, *args, **kwargs):
+        trips.append(getattr(self.func, "__name__", repr(self.func)))
+        return await calls(self, *args, **kwargs)
+
+    await sync_to_async(services.message_create_user)(session=chat_session, content=VACATION_Q)
+    tab = await open_tab(chat_session.owner, chat_session.pk, query="start=1")
+    monkeypatch.setattr(DatabaseSyncToAsync, "__call__", counted)
+    assert await tab.connect()
+    await tab.receive()  # the question and the answer's draft: the turn is prepared
+    monkeypatch.setattr(DatabaseSyncToAsync, "__call__", calls)
+    await tab.until_final()
+    # (The first call of the process also closes what a dead process left streaming: not this socket's.)
+    assert trips[trips.index("get_user") :] == ["get_user", "_session_and_pending", "prepare_batch"], trips
+    await tab.close()
+
+
+async def test_a_stored_question_is_embedded_while_its_turn_is_prepared(chat_session, corpus, fake_ollama):
+    """turn_start (a new chat's first question, a retry, a regenerate) embeds the question's search
+    text while its draft waits for the database thread, as a new question does (turn_ask)."""
+    import threading
+
+    from channels.db import database_sync_to_async
+
+    from chat import services
+    from ragchat.services.retrieval import standalone_query
+
+    question = await sync_to_async(services.message_create_user)(session=chat_session, content=VACATION_Q)
+    embedder = runtime.rag_service().vector_service.embedder
+    assert embedder.cached_query(standalone_query(VACATION_Q)) is None
+    gate = threading.Event()
+    busy = asyncio.ensure_future(database_sync_to_async(gate.wait)(30))  # the database thread, held
+    start = asyncio.ensure_future(
+        turns.turn_start(session_id=chat_session.pk, user=chat_session.owner, user_message=question)
+    )
+    try:
+        for _ in range(50):  # the draft waits for the database thread; the embedding does not
+            if embedder.cached_query(standalone_query(VACATION_Q)) is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert not start.done()
+        assert embedder.cached_query(standalone_query(VACATION_Q)) is not None
+    finally:
+        gate.set()
+        await busy
+    await start
+    await turns.wait_idle()
+
+
 async def test_the_note_tells_the_page_what_became_of_its_question(chat_session, corpus, fake_ollama):
     fake_ollama.reply("slow " * 30)
     fake_ollama.token_delay(0.02)

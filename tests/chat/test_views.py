@@ -357,3 +357,20 @@ def test_the_sidebar_stays_usable_with_hundreds_of_chats(signed_in, user, django
     assert oldest.title in first_link and "📌" in first_link  # the pinned one heads the list
     found = _results(signed_in.get(reverse("chat:search"), {"q": "Chat number 000"}))
     assert "Chat number 000" in found
+
+
+def test_a_finished_answer_is_stored_and_shown_without_looking_for_votes_or_routes(chat_session):
+    """Nobody can have voted on an answer, or sent it to a person, before it is finished: the turn's
+    last write renders it without asking the database (one trip per answer, in a burst of 200)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from chat import services, turns
+
+    question = services.message_create_user(session=chat_session, content="How many vacation days do I get?")
+    draft = services.message_create_draft(reply_to=question)
+    with CaptureQueriesContext(connection) as queries:
+        message, html = turns._store(draft.pk, {"content": "Twenty-five days.", "status": "complete"})
+    read = " ".join(query["sql"] for query in queries)
+    assert message.status == "complete" and "Twenty-five days." in html
+    assert "routing_routedquestion" not in read and "chat_answerfeedback" not in read, read

@@ -80,6 +80,14 @@ class Command(BaseCommand):
             help="concurrent streams (repeatable; default 50 and 200, 10 and 50 with --quick)",
         )
         parser.add_argument(
+            "--new-chats",
+            type=int,
+            action="append",
+            default=None,
+            help="people starting a new chat at once from the landing page: the POST stores the question,"
+            " the chat's websocket answers it with ?start (repeatable; default 50 and 200, 10 and 50 with --quick)",
+        )
+        parser.add_argument(
             "--scale",
             action="store_true",
             help="only the multi-process run (ragchat/bench/cluster.py: PostgreSQL, Redis, N daphne behind"
@@ -120,6 +128,7 @@ class Command(BaseCommand):
         answer="markdown",
         tokens=None,
         streams=None,
+        new_chats=None,
         split_pieces=False,
         peers=False,
         real_set=0,
@@ -150,6 +159,7 @@ class Command(BaseCommand):
                     answer=answer,
                     tokens=tokens,
                     streams=streams,
+                    new_chats=new_chats,
                     split_pieces=split_pieces,
                     peers=peers,
                     real_set=real_set,
@@ -171,6 +181,7 @@ class Command(BaseCommand):
                 + ([f"--answer {answer}"] if answer != "markdown" else [])
                 + ([f"--tokens {tokens}"] if tokens else [])
                 + [f"--streams {n}" for n in streams or []]
+                + [f"--new-chats {n}" for n in new_chats or []]
                 + ([f"--token-interval-ms {token_interval_ms:g}"] if token_interval_ms != 20.0 else [])
                 + (["--split-pieces"] if split_pieces else [])
                 + (["--peers"] if peers else [])
@@ -211,6 +222,7 @@ class Command(BaseCommand):
         answer: str = "markdown",
         tokens: int | None = None,
         streams: list[int] | None = None,
+        new_chats: list[int] | None = None,
         split_pieces: bool = False,
         peers: bool = False,
         real_set: int = 0,
@@ -274,6 +286,7 @@ class Command(BaseCommand):
                 split_pieces=split_pieces,
                 embedder=chat_embedder or ("hashing" if quick else "local"),
                 open_sockets=100 if quick else 500,
+                new_chats=new_chats or ([10, 50] if quick else [50, 200]),
                 say=say,
             )
         return report
@@ -354,22 +367,40 @@ def format_table(report: dict) -> str:
             )
             if c["answer_errors"]:
                 lines.append(f"         answers the app failed: {c['statuses']} {c['answer_errors']}")
-            steps = c.get("steps") or {}
-            if steps.get("turns"):
-                reached = ", ".join(
-                    f"{step.replace('_', ' ')} {'/'.join(f'{s:.2f}' for s in steps[step])}"
-                    for step in REPORTED_STEPS
-                    if step in steps
-                )
-                core = ", ".join(
-                    f"{stage} {'/'.join(str(v) for v in steps[f'{stage}_ms'])} ms"
-                    for stage in ("embed", "search")
-                    if f"{stage}_ms" in steps
-                )
-                lines.append(
-                    f"         where the time went: seconds after the burst began, p5/p50/p95: {reached};"
-                    f" the core's p50/p95: {core}"
-                )
+            lines += _steps_line(c.get("steps") or {})
+        for c in chat.get("new_chats", []):
+            lines.append(
+                f"new chat {c['chats']:>4} at once from the landing page x {c['tokens_per_chat']} tokens:"
+                f" answered {c['completed']} of {c['chats']}, lost {c['lost_tokens']}, reordered {c['reordered_frames']},"
+                f" ttft from the websocket's open p50 {c['ttft_p50_ms']} ms p95 {c['ttft_p95_ms']} ms"
+                f" (max {c['ttft_max_ms']} ms); from the click p50 {c['click_to_first_token_p50_ms']} ms"
+                f" p95 {c['click_to_first_token_p95_ms']} ms, the chat's page p95 {c['click_to_page_p95_ms']} ms;"
+                f" sockets opened {'/'.join(f'{s:.2f}' for s in c['opened'])} s after the clicks (p5/p50/p95),"
+                f" wall {c['wall_s']} s, server CPU {c.get('server_cpu_pct')}% of a core"
+            )
+            if c["errors"] or c["answer_errors"]:
+                lines.append(f"         failed: {c['statuses']} {c['errors']} {c['answer_errors']}")
+            lines += _steps_line(c.get("steps") or {})
         lines.append(f"memory   server peak RSS {chat['server_peak_rss_mb']} MB")
     lines.append(f"memory   bench process peak RSS {report.get('bench_process_peak_rss_mb')} MB")
     return "\n".join(lines)
+
+
+def _steps_line(steps: dict) -> list[str]:
+    """Where a burst's time went (the server's turn timeline), as one line; none without turns."""
+    if not steps.get("turns"):
+        return []
+    reached = ", ".join(
+        f"{step.replace('_', ' ')} {'/'.join(f'{s:.2f}' for s in steps[step])}"
+        for step in REPORTED_STEPS
+        if step in steps
+    )
+    core = ", ".join(
+        f"{stage} {'/'.join(str(v) for v in steps[f'{stage}_ms'])} ms"
+        for stage in ("embed", "search")
+        if f"{stage}_ms" in steps
+    )
+    return [
+        f"         where the time went: seconds after the burst began, p5/p50/p95: {reached};"
+        f" the core's p50/p95: {core}"
+    ]
