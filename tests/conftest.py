@@ -29,6 +29,7 @@ _ENGINE_INDEPENDENT = (
     "api/test_api_schemathesis.py",
     "api/test_openai_provider_live.py",
     "ops/test_backup.py",
+    "ops/test_backup_qdrant_server.py",
     "ops/test_backup_while_ingesting.py",
     "ops/test_disconnect.py",
     "ops/test_redis_idle.py",
