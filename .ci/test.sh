@@ -2,6 +2,7 @@
 # Every test, the independent runs side by side:
 #   - the suite on the embedded defaults (SQLite, in-memory channel layer),
 #   - the suite again on the scale-out parts (PostgreSQL, Redis channel layer) when they are reachable,
+#     but for the tests that run alike on both (tests/conftest.py, engine_independent),
 #   - the tests that need torch (tests/export), in a temporary environment of their own.
 # Each database pass spreads its test files over TEST_WORKERS pytest-xdist workers (default 2). Every
 # run writes its log to test-artifacts/ and is printed when it ends. pytest's exit 5 ("no tests
@@ -46,11 +47,13 @@ then
   # when pytest drops it.
   pg_env=(DB_CONN_MAX_AGE=0 DATABASE_URL=$pg_run RAGCHAT_DATA_DIR=data/test-postgres CHANNELS_PREFIX="ragchat-test-$$")
   redis_ok=$($BIN/python -c "import redis,sys; redis.Redis.from_url('$REDIS', socket_connect_timeout=2).ping(); print('yes')" 2>/dev/null || true)
+  # The tests that run alike on both (the core's, and those on servers of their own) run once, in the SQLite pass
+  # (the engine_independent marker, tests/conftest.py).
   if [ "$redis_ok" = "yes" ]; then
-    start pytest-postgres-redis env -u QDRANT_URL "${pg_env[@]}" REDIS_URL=$REDIS "${PYTEST[@]}" "$@"
+    start pytest-postgres-redis env -u QDRANT_URL "${pg_env[@]}" REDIS_URL=$REDIS "${PYTEST[@]}" -m "not engine_independent" "$@"
   else
     echo "(Redis not reachable: the PostgreSQL run uses the in-memory channel layer)"
-    start pytest-postgres env -u QDRANT_URL -u REDIS_URL "${pg_env[@]}" "${PYTEST[@]}" "$@"
+    start pytest-postgres env -u QDRANT_URL -u REDIS_URL "${pg_env[@]}" "${PYTEST[@]}" -m "not engine_independent" "$@"
   fi
 else
   echo "== PostgreSQL not reachable at $PG_URL: skipped the PostgreSQL run"

@@ -51,7 +51,6 @@ from ragchat.services.citations import make_snippet
 from ragchat.services.glossary import expand_query
 from routing import selectors as routing_selectors
 from routing import services as routing_services
-from routing.models import RoutedQuestion
 
 logger = logging.getLogger(__name__)
 
@@ -175,12 +174,7 @@ def _routed_to(message: Message) -> dict[str, Any] | None:
     if message.action != "ROUTE":
         return None
     target = message.route_target or {}
-    routed = (
-        RoutedQuestion.objects.filter(message=message)
-        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
-        .select_related("target", "tag")
-        .first()
-    )
+    routed = routing_services.routed_of(message)  # a regenerated answer's is its question's
     if routed is not None:
         owner = routing_services.display_name(routed.target) if routed.target_id else "an administrator"
         return {

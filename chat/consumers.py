@@ -35,8 +35,6 @@ from ragchat.partials import render_partial
 logger = logging.getLogger(__name__)
 
 MSG_REGENERATE_LAST = "Only the answer to the latest question can be regenerated."
-MSG_EDIT_LAST = "Only your latest question can be edited; ask a new one instead."
-MSG_EDIT_ROUTED = "This question went to a person, so it stays as asked; ask a new question instead."
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -176,17 +174,18 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 session_id=self.session_id, message_id=message_id
             )
         if message is None:
-            await self.send(text_data=note_html(MSG_EDIT_LAST, outcome="refused"))
+            await self.send(text_data=note_html(services.MSG_EDIT_LAST, outcome="refused"))
             return
         answers = await database_sync_to_async(lambda: list(message.replies.all()))()
         if await database_sync_to_async(presenters.route_statuses)(answers):
-            await self.send(text_data=note_html(MSG_EDIT_ROUTED, outcome="refused"))
+            await self.send(text_data=note_html(services.MSG_EDIT_ROUTED, outcome="refused"))
             return
-        removed = await database_sync_to_async(services.question_edit)(message=message, content=question)
+        removed, title = await database_sync_to_async(services.question_edit)(message=message, content=question)
         await self.send(text_data=note_html(outcome="accepted"))
         for answer_id in removed:
             await group_send_html(self.session_id, render_partial("chat/_removed.html", {"message_id": answer_id}))
-        await self._start(message)  # the turn's first frame shows the question with its new text
+        # The turn's first frame shows the question with its new text, and the chat's new name.
+        await self._start(message, title=title)
 
     async def _regenerate(self, raw_id: str) -> None:
         """A new answer to the session's last question; the earlier one stays as a version."""

@@ -13,9 +13,10 @@ from django.utils.text import slugify
 
 from chat import selectors
 from chat.models import ChatSession, Message
-from chat.presenters import STOPPED
+from chat.presenters import STOPPED, passages_found, sources_known
 from chat.rendering import answer_markdown, markdown_to_html
 from ragchat.partials import render_partial
+from ragchat.services.citations import cited_source_ids
 
 
 @dataclass(frozen=True)
@@ -25,14 +26,15 @@ class ExportedMessage:
     note: str = ""
 
 
-def _author(message: Message) -> str:
+def _author(message: Message, version: tuple[int, int] | None) -> str:
     if message.role == Message.Role.USER:
         return "You"
     if message.role == Message.Role.OWNER:
         author = message.author
         name = (author.get_full_name() or author.get_username()) if author else "a colleague"
         return f"Answer from {name} (verified by a person)"
-    return "Assistant"
+    # A regenerated question's answers, oldest first: the page shows one at a time, "‹ 1 / 2 ›".
+    return f"Assistant · version {version[0]} of {version[1]}" if version else "Assistant"
 
 
 def _note(message: Message) -> str:
@@ -47,15 +49,27 @@ def _note(message: Message) -> str:
     return ""
 
 
+def _markdown(message: Message) -> str:
+    """An answer as its page shows it: markers numbered, sources listed, a sentence no source
+    supports marked, and what a failed or stopped answer found besides what it cites."""
+    return answer_markdown(
+        message.content,
+        known=sources_known(message),
+        grounding=message.grounding if message.status == Message.Status.COMPLETE else None,
+        passages=passages_found(message, cited=set(cited_source_ids(message.content))),
+    )
+
+
 def exported_messages(*, user, session: ChatSession) -> list[ExportedMessage]:
     rows = selectors.messages_as_seen_by(user=user, messages=selectors.session_messages(session=session))
+    versions = selectors.answer_versions(rows)
     out = []
     for m in rows:
         if m.status == Message.Status.STREAMING:
             continue
         when = timezone.localtime(m.created_at).strftime("%d %b %Y, %H:%M")
-        text = m.content if m.role == Message.Role.USER else answer_markdown(m.content, known=m.citations or [])
-        out.append(ExportedMessage(heading=f"{_author(m)} · {when}", markdown=text, note=_note(m)))
+        text = m.content if m.role == Message.Role.USER else _markdown(m)
+        out.append(ExportedMessage(heading=f"{_author(m, versions.get(m.pk))} · {when}", markdown=text, note=_note(m)))
     return out
 
 

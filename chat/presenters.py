@@ -134,12 +134,33 @@ def knowledge_states(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
 STOPPED = "Stopped"  # the stored error_type of an answer its asker stopped (chat.turns stores it)
 
 
+def sources_known(message: Message) -> list[dict[str, Any]]:
+    """The sources an answer's markers may name: its citations once complete; the passages found
+    while it streams, or when it failed or was stopped (its markers name those)."""
+    return list((message.citations if message.status == Message.Status.COMPLETE else message.passages) or [])
+
+
+def answer_failed(message: Message) -> bool:
+    return message.role == Message.Role.ASSISTANT and message.status in (
+        Message.Status.FAILED,
+        Message.Status.INTERRUPTED,
+    )
+
+
+def passages_found(message: Message, *, cited: set[str]) -> list[dict[str, Any]]:
+    """What a failed or stopped answer found besides what its text cites: shown under it as a
+    search result the asker can still use (on the page and in an export)."""
+    if not answer_failed(message):
+        return []
+    return [p for p in (message.passages or []) if p["source_id"] not in cited]
+
+
 def message_context(message: Message) -> dict[str, Any]:
     prefix = f"m{message.pk}"
     ctx: dict[str, Any] = {"msg": message, "prefix": prefix, "body": "", "sources": [], "passages": []}
     if message.role == Message.Role.USER:
         return ctx
-    known = message.citations if message.status == Message.Status.COMPLETE else message.passages
+    known = sources_known(message)
     # Documents marked outdated since the answer was written carry a warning (one query per answer).
     known = with_outdated(known or [])
     content = message.content
@@ -161,7 +182,7 @@ def message_context(message: Message) -> dict[str, Any]:
         {
             "confidence": confidence_context(message),
             "route": message.route_target if message.action == "ROUTE" else None,
-            "failed": message.status in (Message.Status.FAILED, Message.Status.INTERRUPTED),
+            "failed": answer_failed(message),
             "stopped": message.error_type == STOPPED,
             "smalltalk": smalltalk,
             "escalate_url": "" if smalltalk else escalate_url(message),
@@ -172,14 +193,10 @@ def message_context(message: Message) -> dict[str, Any]:
             and message.action != "ROUTE",
         }
     )
-    if ctx["failed"]:
-        # The passages the turn found, as a cited search result the asker can still use.
-        cited = {s["source_id"] for s in rendered.sources}
-        ctx["passages"] = [
-            {**p, "url": render_answer_url(p), "viewer_url": viewer_url(p)}
-            for p in (message.passages or [])
-            if p["source_id"] not in cited
-        ]
+    ctx["passages"] = [
+        {**p, "url": render_answer_url(p), "viewer_url": viewer_url(p)}
+        for p in passages_found(message, cited={s["source_id"] for s in rendered.sources})
+    ]
     return ctx
 
 

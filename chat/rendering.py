@@ -238,25 +238,48 @@ def _claim_html(match: re.Match[str]) -> str:
     return render_partial("chat/_claim.html", {"inner": SafeString(inner), "wrap": wrap, "note": CLAIM_NOTE})
 
 
-def answer_markdown(text: str, *, known: Sequence[dict[str, Any]]) -> str:
+# In a file (an export), after a sentence no source supports.
+CLAIM_MARK = "_(No source supports this sentence: check it before relying on it.)_"
+
+
+def answer_markdown(
+    text: str,
+    *,
+    known: Sequence[dict[str, Any]],
+    grounding: dict[str, Any] | None = None,
+    passages: Sequence[dict[str, Any]] = (),
+) -> str:
     """The answer as Markdown to paste elsewhere (copy, export): markers numbered as on the page,
-    "[1]", and the sources listed under it (a source only ragchat attributed says so)."""
+    "[1]", and the sources listed under it (a source only ragchat attributed says so). With
+    `grounding`, each sentence no source supports is followed by CLAIM_MARK; `passages`: the
+    other passages found, listed after the sources (a failed or stopped answer's)."""
     numbering = _Numbering(by_id={c["source_id"]: c for c in known})
     by_model = model_cited_source_ids(text)
+    for _, end in reversed(_unsupported_spans(text, grounding)):
+        text = text[:end] + _CLAIM_CLOSE + text[end:]
     # In plain text a number reads better apart from its word: "25 days [1]".
     body = _PLACEHOLDER_RE.sub(lambda m: f" [{m.group(1)}]", numbering.apply(text)).replace("  [", " [").strip()
-    if not numbering.sources:
-        return body
-    lines = [body, "", "Sources:"]
+    body = body.replace(_CLAIM_CLOSE, f" {CLAIM_MARK}")
+    lines = [body]
+    if numbering.sources:
+        lines += ["", "Sources:"]
     for source in numbering.sources:
-        where = [f"page {source['page_number']}"] if source.get("page_number") is not None else []
-        where += [source["section"]] if source.get("section") else []
         lines.append(
-            f"- [{source['n']}] {source.get('document_name') or 'Document'}"
-            + (f" ({', '.join(where)})" if where else "")
+            f"- [{source['n']}] {_document_and_place(source)}"
             + ("" if source["source_id"] in by_model else f" - {ATTRIBUTED_NOTE}")
         )
+    if passages:
+        lines += ["", "Other passages found:" if numbering.sources else "Passages found for your question:"]
+    for passage in passages:
+        snippet = " ".join(str(passage.get("snippet") or "").split())
+        lines.append(f"- {_document_and_place(passage)}" + (f': "{snippet}"' if snippet else ""))
     return "\n".join(lines)
+
+
+def _document_and_place(source: dict[str, Any]) -> str:
+    where = [f"page {source['page_number']}"] if source.get("page_number") is not None else []
+    where += [source["section"]] if source.get("section") else []
+    return (source.get("document_name") or "Document") + (f" ({', '.join(where)})" if where else "")
 
 
 _OPEN_FENCE_RE = re.compile(r"^ {0,3}(```|~~~)", re.MULTILINE)

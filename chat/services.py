@@ -76,15 +76,33 @@ def message_discard_failed(*, message: Message) -> None:
         message.delete()
 
 
-def question_edit(*, message: Message, content: str) -> list[int]:
+MSG_EMPTY_QUESTION = "Type your question first, then send it."
+# Which question can be edited and asked again: the latest, unless it went to a person (they answer
+# the question as it was asked). The answers after an earlier question were written in its light.
+MSG_EDIT_LAST = (
+    "Only your latest question can be edited: the answers after this one build on it. Ask a new question instead."
+)
+MSG_EDIT_ROUTED = "This question went to a person, so it stays as asked. Ask a new question instead."
+
+
+def question_edit(*, message: Message, content: str) -> tuple[list[int], str]:
     """The asker's latest question, edited to be asked again: its answers (every version) go, the
-    question keeps its place with the new text. Returns the ids of the answers removed."""
+    question keeps its place with the new text. A chat named after its first question is named
+    after the new text when that question is edited (a name the asker gave it stays). Returns the
+    ids of the answers removed and the chat's new name ("" when it keeps its name)."""
     with transaction.atomic():
         removed = list(message.replies.values_list("id", flat=True))
         Message.objects.filter(pk__in=removed).delete()
+        named_after = _title_from_question(message.content)
         message.content = content
         message.save(update_fields=["content"])
-    return removed
+        title = ""
+        session = ChatSession.objects.select_for_update().get(pk=message.session_id)
+        first = not Message.objects.filter(session=session, role=Message.Role.USER, id__lt=message.pk).exists()
+        if first and session.title in (named_after, DEFAULT_TITLE) and session.title != _title_from_question(content):
+            title = session.title = _title_from_question(content)
+            session.save(update_fields=["title", "updated_at"])
+    return removed, title
 
 
 def _title_from_question(question: str) -> str:

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chat import presenters, selectors, services
 from chat.models import ChatSession, Message
 from chat.signals import session_opened
+from chat.turn_fragments import MSG_BUSY
 from ragchat.htmx import redirect_after_post
 
 
@@ -27,38 +28,44 @@ def _sidebar(request) -> dict:
     return {"sessions": sessions, "more": more, "archived_count": selectors.archived_count(user=request.user)}
 
 
-def _home(request, *, question: str = "", problem: str = "", status: int = 200):
-    return render(
-        request,
-        "chat/home.html",
-        {
-            **_sidebar(request),
-            "question": question,
-            "problem": problem,
-            "question_max_chars": settings.RAG.question_max_chars,
-        },
-        status=status,
-    )
+def _composer(request) -> dict:
+    """What the question box says of itself: the length limit and why it cannot send."""
+    return {"question_max_chars": settings.RAG.question_max_chars, "question_empty": services.MSG_EMPTY_QUESTION}
+
+
+# A refused first question waits here for the landing page it is sent back to (post/redirect/get).
+REFUSED_KEY = "chat_refused_question"
 
 
 @login_required
 @require_GET
 def chat_home(request):
-    """The landing page: the composer, ready for a new chat's first question."""
-    return _home(request)
+    """The landing page: the composer, ready for a new chat's first question (or a refused one,
+    with its text and the reason, once)."""
+    refused = request.session.pop(REFUSED_KEY, None) or {}
+    return render(
+        request,
+        "chat/home.html",
+        {
+            **_sidebar(request),
+            **_composer(request),
+            "question": str(refused.get("question", "")),
+            "problem": str(refused.get("problem", "")),
+        },
+    )
 
 
 @login_required
 @require_POST
 def session_new(request):
     """A new chat starts with its first question (the session page's websocket answers it): no
-    question, no chat; a refused one comes back with its text and the reason."""
+    question, no chat. A refused question goes back to the landing page with its text and the
+    reason, by a redirect: reloading that page asks nothing again."""
     question = request.POST.get("question", "")
-    if not question.strip():
-        return redirect("home")
-    problem = services.question_problem(question)
+    problem = services.question_problem(question) if question.strip() else services.MSG_EMPTY_QUESTION
     if problem:
-        return _home(request, question=question, problem=problem, status=400)
+        request.session[REFUSED_KEY] = {"question": question, "problem": problem}
+        return redirect("home")
     session, _ = services.session_start(user=request.user, question=question)
     return redirect("chat:session", session_id=session.pk)
 
@@ -93,7 +100,9 @@ def session_detail(request, session_id):
             ],
             "sync_id": streaming[-1] if streaming else "",
             "start": bool(messages) and messages[-1].role == Message.Role.USER,
-            "question_max_chars": settings.RAG.question_max_chars,
+            **_composer(request),
+            # Why a question offers no edit (chat.js says so where its Edit is pressed).
+            "edit_reasons": {"last": services.MSG_EDIT_LAST, "routed": services.MSG_EDIT_ROUTED, "busy": MSG_BUSY},
         },
     )
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from routing.figures import OUTCOMES, Report
 
 WIDTH, HEIGHT = 480, 240
-LEFT, RIGHT, TOP, BOTTOM = 34, 8, 12, 34
+LEFT, RIGHT, TOP, BOTTOM = 34, 8, 24, 34  # TOP: room for a full bar's total above it
 
 # Time-to-answer bins: (upper bound in hours, label); the last is open-ended.
 WAIT_BINS = ((1, "< 1 h"), (4, "1–4 h"), (24, "4–24 h"), (48, "1–2 d"), (168, "2–7 d"), (None, "> 7 d"))
@@ -47,6 +47,23 @@ class Label:
     x: float
     y: float
     text: str
+    minor: bool = False  # left out on a phone, where the chart's text is larger against its bars
+
+
+# On a phone (static/css/app.css, max-width 600px) the chart's text is 17 units high, to stay readable
+# once the 480-unit chart is shrunk to the screen: a character takes about 0.6 of that.
+NARROW_CHAR_WIDTH = 17 * 0.6
+NARROW_LABEL_GAP = 10
+
+
+def narrow_step(*, every: int, slot: float, longest: int) -> int:
+    """Every how many bars a phone shows a label: a multiple of `every` (the desktop's step) whose
+    span holds the longest label and a gap."""
+    needed = longest * NARROW_CHAR_WIDTH + NARROW_LABEL_GAP
+    step = every
+    while step * slot < needed:
+        step += every
+    return step
 
 
 @dataclass(frozen=True)
@@ -89,6 +106,7 @@ def questions_chart(report: Report) -> Chart:
     names = dict(OUTCOMES)
     segments, labels, values = [], [], []
     every = max(1, math.ceil(len(buckets) / 7))  # at most 7 date labels
+    narrow = narrow_step(every=every, slot=slot, longest=max((len(_date(b.start)) for b in buckets), default=0))
     for i, b in enumerate(buckets):
         x = LEFT + i * slot + (slot - bar) / 2
         y = TOP + plot_h
@@ -112,7 +130,9 @@ def questions_chart(report: Report) -> Chart:
         if b.total:
             values.append(Label(x=round(x + bar / 2, 1), y=round(y - 3, 1), text=str(b.total)))
         if i % every == 0:
-            labels.append(Label(x=round(x + bar / 2, 1), y=HEIGHT - BOTTOM + 16, text=_date(b.start)))
+            labels.append(
+                Label(x=round(x + bar / 2, 1), y=HEIGHT - BOTTOM + 16, text=_date(b.start), minor=i % narrow != 0)
+            )
     return Chart(
         width=WIDTH,
         height=HEIGHT,
@@ -148,6 +168,7 @@ def waits_chart(report: Report) -> Chart:
     target = report.target_hours
     segments, labels, values = [], [], []
     lower: float = 0
+    narrow = narrow_step(every=1, slot=slot, longest=max(len(label) for label, _, _ in bins))
     for i, (label, count, upper) in enumerate(bins):
         x = LEFT + i * slot + (slot - bar) / 2
         late = target is not None and lower >= target
@@ -165,7 +186,7 @@ def waits_chart(report: Report) -> Chart:
                 )
             )
             values.append(Label(x=round(x + bar / 2, 1), y=round(TOP + plot_h - h - 3, 1), text=str(count)))
-        labels.append(Label(x=round(x + bar / 2, 1), y=HEIGHT - BOTTOM + 16, text=label))
+        labels.append(Label(x=round(x + bar / 2, 1), y=HEIGHT - BOTTOM + 16, text=label, minor=i % narrow != 0))
         lower = upper or lower
     return Chart(
         width=WIDTH,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 
 from routing.charts import wait_bins
-from routing.figures import OUTCOMES, Report
+from routing.figures import NEVER_CITED_GRACE_DAYS, OUTCOMES, Report
 
 HEADER = ["section", "item", "value", "detail"]
 
@@ -55,13 +55,21 @@ def report_rows(report: Report) -> list[list[str]]:
                 "unanswered",
                 safe_cell(g.question.question),
                 str(g.people),
-                f"{g.asked} questions; last asked {g.last_at.date().isoformat()}",
+                f"{g.asked} question{'' if g.asked == 1 else 's'}; last asked {g.last_at.date().isoformat()}",
             ]
         )
     for c in report.cited:
         rows.append(["most cited", safe_cell(c.document.title), str(c.answers), "answers citing it"])
     for d in report.never_cited:
         rows.append(["never cited", safe_cell(d.title), "0", ""])
+    rows.append(
+        [
+            "never cited",
+            f"added in the last {NEVER_CITED_GRACE_DAYS} days, not listed",
+            str(report.recent_uncited),
+            "documents not cited yet, too new to count",
+        ]
+    )
     return rows
 
 

@@ -9,7 +9,8 @@ The counting rules, in one place:
   given in the period that used a passage of a document carrying the tag — unless the answer was
   sent to a person — plus the questions routed to a person on the tag in the period (automatic or
   "ask the owner"; review items from down votes are not questions). An answer that was routed
-  counts once, under the tag routing chose. So every question has exactly one outcome:
+  counts once, under the tag routing chose; so does a question whose answer was regenerated (its
+  first version counts, and none if any version was routed). So every question has exactly one outcome:
   - **answered by the assistant**: not routed, no verified knowledge cited;
   - **answered by verified knowledge** (deflection): not routed, and it cited a passage of
     verified knowledge (citation metadata `verified`);
@@ -17,7 +18,8 @@ The counting rules, in one place:
 - **Time to answer**: for the routed questions of the period that a person answered, from routing
   to the answer. Median and 90th percentile (linear interpolation between closest ranks, as
   `statistics.quantiles(method="inclusive")`; one value is its own percentile).
-- **Down-vote rate**: down votes / votes, over the votes on the period's answers of the tag.
+- **Down-vote rate**: down votes / votes, over the votes on the period's answers of the tag (every
+  version of a regenerated one).
 - **Unanswered questions**: the period's routed questions on the tag still open, grouped as the
   inbox groups them (similar questions share a group), ranked by how many people asked.
 - **Cited documents**: the documents of the tag (readable by the viewer) cited by the period's
@@ -38,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Case, Count, Q, QuerySet, Value, When
+from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
 from access import policy
@@ -49,6 +51,9 @@ from routing.models import RoutedQuestion
 from routing.selectors import people_count
 
 FIGURES_WINDOW_DAYS = 90
+# A document (an upload, a verified answer just published) has had little time to be cited: the
+# report's "never cited" leaves out the ones added in the period's last days, and says how many.
+NEVER_CITED_GRACE_DAYS = 7
 NO_TAG_SLUG = ""
 NO_TAG_NAME = "No tag"
 NO_TAG = (NO_TAG_SLUG, "No tag (admin)")
@@ -124,25 +129,52 @@ def counted_answers(*, tenant_id: str, since=None, until=None, message_ids=None)
 
 def _routed_messages(*, tenant_id: str) -> QuerySet:
     """The answers that were sent to a person: each counts once, as its routed question."""
-    return (
-        RoutedQuestion.objects.filter(tenant_id=tenant_id, message__isnull=False)
-        .exclude(origin=RoutedQuestion.Origin.FEEDBACK)
-        .values("message_id")
+    return _routed(tenant_id).filter(message__isnull=False).values("message_id")
+
+
+def _routed(tenant_id: str) -> QuerySet[RoutedQuestion]:
+    return RoutedQuestion.objects.filter(tenant_id=tenant_id).exclude(origin=RoutedQuestion.Origin.FEEDBACK)
+
+
+def _earlier_version() -> Exists:
+    """An earlier finished answer of the assistant to the same question: the answer is a
+    regenerated version, and its question was counted with the first."""
+    return Exists(
+        Message.objects.filter(
+            reply_to=OuterRef("reply_to"),
+            role=Message.Role.ASSISTANT,
+            status=Message.Status.COMPLETE,
+            pk__lt=OuterRef("pk"),
+        ).exclude(query_strategy=STRATEGY_SMALLTALK)
     )
 
 
-def _answers(*, tenant_id: str, since, until) -> list[tuple[int, datetime, set[str], set[str], bool]]:
-    """(id, created_at, ids of documents used, ids of documents cited, cited verified knowledge)
-    of every counted assistant answer of the tenant in the period."""
-    answers = counted_answers(tenant_id=tenant_id, since=since, until=until)
+def _questions_not_routed(answers: QuerySet[Message], *, tenant_id: str, versions: bool = False) -> QuerySet[Message]:
+    """One answer per question asked, of the questions no person was sent: regenerating is not
+    asking again (the first finished version counts), and a question that was routed (with any
+    version of its answer) counts once, as its routed question. `versions`: every version of those
+    answers (the votes on them count)."""
+    routed = _routed(tenant_id)
+    answers = answers.exclude(pk__in=routed.filter(message__isnull=False).values("message_id")).exclude(
+        reply_to__in=routed.filter(question_message__isnull=False).values("question_message_id")
+    )
+    return answers if versions else answers.exclude(_earlier_version())
+
+
+def _answers(*, tenant_id: str, since, until) -> list[tuple[int, datetime, set[str], set[str], bool, int | None, bool]]:
+    """(id, created_at, ids of documents used, ids of documents cited, cited verified knowledge,
+    id of the question it answers, whether it is a regenerated version) of every counted assistant
+    answer of the tenant in the period."""
+    answers = counted_answers(tenant_id=tenant_id, since=since, until=until).annotate(regenerated=_earlier_version())
     rows = []
-    for pk, created, passages, citations in answers.values_list("id", "created_at", "passages", "citations").iterator():
+    values = answers.values_list("id", "created_at", "passages", "citations", "reply_to_id", "regenerated")
+    for pk, created, passages, citations, question_id, regenerated in values.iterator():
         cited_items = [c for c in (citations or []) if isinstance(c, dict)]
         used = {p.get("document_id") for p in (passages or []) + cited_items if isinstance(p, dict)}
         used.discard(None)
         cited = {str(c["document_id"]) for c in cited_items if c.get("document_id")}
         verified = any((c.get("metadata") or {}).get("verified") for c in cited_items)
-        rows.append((pk, created, {str(i) for i in used}, cited, verified))
+        rows.append((pk, created, {str(i) for i in used}, cited, verified, question_id, regenerated))
     return rows
 
 
@@ -163,14 +195,19 @@ def questions_by_tag(*, tenant_id: str, since, until) -> dict[str, list[Question
         .select_related("tag", "asker", "group")
     )
     routed_messages = set(_routed_messages(tenant_id=tenant_id).values_list("message_id", flat=True))
+    routed_questions = set(
+        _routed(tenant_id).filter(question_message__isnull=False).values_list("question_message_id", flat=True)
+    )
     answers = _answers(tenant_id=tenant_id, since=since, until=until)
     tags_of = _tags_of(set().union(*(a[2] for a in answers)) if answers else set())
     cited_of: dict[int, set[str]] = {}
     out: dict[str, list[Question]] = {}
-    for pk, created, used, cited, verified in answers:
+    for pk, created, used, cited, verified, question_id, regenerated in answers:
         cited_of[pk] = cited
-        if pk in routed_messages:
+        if pk in routed_messages or question_id in routed_questions:
             continue  # counted once, as the routed question, under the tag routing chose
+        if regenerated:
+            continue  # the same question again: counted with its first answer
         slugs = set().union(*(tags_of.get(i, set()) for i in used)) if used else set()
         for slug in slugs or {NO_TAG_SLUG}:
             out.setdefault(slug, []).append(
@@ -324,6 +361,7 @@ class Report:
     unanswered: list[UnansweredGroup]
     cited: list[CitedDocument]
     never_cited: list[Document]
+    recent_uncited: int = 0  # not cited, but added within NEVER_CITED_GRACE_DAYS of the period's end
 
     @property
     def without_person(self) -> int:
@@ -364,12 +402,13 @@ def _bucket_edges(*, since, until) -> tuple[list[tuple[datetime, datetime]], int
     return list(zip(edges, edges[1:], strict=False)), width
 
 
-def _tag_answers(*, tenant_id: str, slug: str, since, until) -> QuerySet[Message]:
+def _tag_answers(*, tenant_id: str, slug: str, since, until, versions: bool = False) -> QuerySet[Message]:
     """The period's answers counted under the tag (not routed): those that used a passage of a
     document carrying it; for "no tag", those that used none of a document carrying a tag but
-    `public` (the module's rules). Through AnswerSource, in the database."""
-    answers = counted_answers(tenant_id=tenant_id, since=since, until=until).exclude(
-        pk__in=_routed_messages(tenant_id=tenant_id)
+    `public` (the module's rules). Through AnswerSource, in the database. One per question, or
+    with `versions` every regenerated version too."""
+    answers = _questions_not_routed(
+        counted_answers(tenant_id=tenant_id, since=since, until=until), tenant_id=tenant_id, versions=versions
     )
     if slug == NO_TAG_SLUG:
         topical = Document.objects.filter(tags__in=Tag.objects.exclude(slug=PUBLIC_TAG_SLUG)).values("id")
@@ -421,22 +460,12 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     routed = _tag_routed(tenant_id=tenant_id, slug=slug, since=since, until=until)
     spans, width = _bucket_edges(since=since, until=until)
     # One grouped count over the answers (the set is evaluated once): by bucket (the first edge
-    # the answer falls before) and outcome, with the votes on them.
+    # the answer falls before) and outcome.
     which = Case(*(When(created_at__lt=end, then=Value(i)) for i, (_, end) in enumerate(spans)))
-    grouped = (
-        answers.annotate(bucket=which)
-        .values_list("bucket", "cites_verified")
-        .annotate(
-            n=Count("pk", distinct=True),
-            votes=Count("feedback"),
-            down=Count("feedback", filter=Q(feedback__vote=AnswerFeedback.Vote.DOWN)),
-        )
-    )
+    grouped = answers.annotate(bucket=which).values_list("bucket", "cites_verified").annotate(n=Count("pk"))
     counts: Counter = Counter()
-    for bucket, verified, n, votes, down in grouped:
+    for bucket, verified, n in grouped:
         counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
-        counts["votes"] += votes
-        counts["down"] += down
     buckets = []
     for i, (start, end) in enumerate(spans):
         in_bucket = {
@@ -448,7 +477,16 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     outcomes = {key: sum(b.counts[key] for b in buckets) for key, _ in OUTCOMES}
     waits = sorted((r.answered_at - r.created_at).total_seconds() for r in routed if r.answered_at is not None)
     routed_messages = [r.message_id for r in routed if r.message_id is not None]
-    votes = AnswerFeedback.objects.filter(message_id__in=routed_messages).aggregate(
+    # The votes on the period's answers of the tag: every version of them, and of the routed ones.
+    voted = (
+        Q(message__in=_tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until, versions=True))
+        | Q(message_id__in=routed_messages)
+        | Q(
+            message__reply_to_id__in=[r.question_message_id for r in routed if r.question_message_id is not None],
+            message__role=Message.Role.ASSISTANT,
+        )
+    )
+    votes = AnswerFeedback.objects.filter(voted).aggregate(
         votes=Count("pk"), down=Count("pk", filter=Q(vote=AnswerFeedback.Vote.DOWN))
     )
     # Only the tag's documents are listed: the answers' citations of those are counted. A routed
@@ -477,11 +515,10 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         (CitedDocument(document=d, answers=citing[pk]) for pk, d in cited_docs.items()),
         key=lambda c: (-c.answers, c.document.title.lower()),
     )
-    never = list(
-        documents.filter(status=Document.Status.READY, created_at__lt=until)
-        .exclude(id__in=list(citing))
-        .order_by("title")
-    )
+    uncited = documents.filter(status=Document.Status.READY, created_at__lt=until).exclude(id__in=list(citing))
+    settled = until - timedelta(days=NEVER_CITED_GRACE_DAYS)
+    never = list(uncited.filter(created_at__lt=settled).order_by("title"))
+    recent_uncited = uncited.filter(created_at__gte=settled).count()
     return Report(
         slug=slug,
         name=tag.name if tag is not None else NO_TAG_NAME,
@@ -493,8 +530,8 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         p90_seconds=percentile(waits, 90),
         answered_by_person=len(waits),
         open=sum(1 for r in routed if r.status == RoutedQuestion.Status.OPEN),
-        votes=counts["votes"] + votes["votes"],
-        down_votes=counts["down"] + votes["down"],
+        votes=votes["votes"],
+        down_votes=votes["down"],
         buckets=buckets,
         bucket_days=width,
         waits=waits,
@@ -502,4 +539,5 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         unanswered=_unanswered(user=user, routed=routed, limit=limit),
         cited=cited[:limit],
         never_cited=never,
+        recent_uncited=recent_uncited,
     )

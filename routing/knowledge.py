@@ -25,15 +25,17 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from access import policy
+from chat.models import AnswerSource
 from documents.models import Document, Tag
 from ragchat import runtime
 from ragchat.services.vector_store.access import KNOWLEDGE_STATUS
@@ -229,9 +231,34 @@ def document_outdated(*, document: Document) -> int:
         seen = (verified.relied_on_versions or {}).get(str(document.pk)) or {}
         reason = f"“{seen.get('title') or document.title}” was marked outdated{note}"
         marked += mark_needs_review(verified=verified, reason=reason)
-    for verified in VerifiedAnswer.objects.filter(document=document, status=Status.VERIFIED):  # itself
+    for verified in _published_by(document):  # itself
         marked += mark_needs_review(verified=verified, reason=f"It was marked outdated{note}")
     return marked
+
+
+def _published_by(document: Document) -> QuerySet:
+    return VerifiedAnswer.objects.filter(document=document, status=Status.VERIFIED)
+
+
+@dataclass(frozen=True)
+class OutdatedEffect:
+    """What marking a document outdated will do, said before it is done: the verified answers that
+    go to "Needs review" (`document_outdated`'s), and the answers whose citation of it will show
+    the warning."""
+
+    verified: list[VerifiedAnswer]
+    citing_answers: int
+
+
+def outdated_effect(document: Document) -> OutdatedEffect:
+    verified = list(
+        VerifiedAnswer.objects.filter(Q(relied_on=document) | Q(document=document), status=Status.VERIFIED)
+        .distinct()
+        .select_related("verified_by", "tag")
+        .order_by("-verified_at", "-id")
+    )
+    citing = AnswerSource.objects.filter(document_id=document.pk, cited=True).values("message_id").distinct()
+    return OutdatedEffect(verified=verified, citing_answers=citing.count())
 
 
 def document_deleted(*, document: Document) -> int:

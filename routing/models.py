@@ -34,6 +34,10 @@ class QuestionGroup(models.Model):
         return self.representative_query[:80]
 
 
+# What the reason of a review item (a down-voted answer, origin FEEDBACK) begins with.
+REVIEW_REASON_PREFIX = "Review: "
+
+
 class RoutedQuestion(models.Model):
     class Status(models.TextChoices):
         OPEN = "open", "Open"
@@ -79,7 +83,8 @@ class RoutedQuestion(models.Model):
     fallback = models.BooleanField(default=False, db_index=True)
     reason = models.CharField(max_length=300, blank=True, default="")
     origin = models.CharField(max_length=8, choices=Origin.choices, default=Origin.ROUTE, db_index=True)
-    # A review item (origin FEEDBACK) comes from a down vote; how the owner resolved it, and their note.
+    # A review item (origin FEEDBACK) comes from a down vote; a routed question carries the asker's
+    # down vote on its draft (one question, one item). How the owner resolved it, and their note.
     feedback = models.ForeignKey(
         "chat.AnswerFeedback", null=True, blank=True, on_delete=models.SET_NULL, related_name="review_items"
     )
@@ -126,15 +131,32 @@ class RoutedQuestion(models.Model):
 
     @property
     def reason_for_people(self) -> str:
-        """The routing reason with the tag's name where the core's rule wrote its slug ("routing to
-        it owner" reads "routing to the owner of IT")."""
+        """Why it came to its owner, as the person reads it while it waits: the routing reason with
+        the tag's name where the core's rule wrote its slug ("routing to it owner" reads "routing to
+        the owner of IT"). A review item reads as one ("Sent to the owner of IT for review"), not
+        as the routing notice it was built with."""
+        return self._reason_text(settled=False)
+
+    @property
+    def reason_settled(self) -> str:
+        """The same once it is answered or closed: where it went, not where it is going ("Low
+        confidence: 35% - sent to the owner of IT")."""
+        return self._reason_text(settled=True)
+
+    def _reason_text(self, *, settled: bool) -> str:
         reason = self.reason
+        review = self.origin == self.Origin.FEEDBACK and reason.startswith(REVIEW_REASON_PREFIX)
+        if review:
+            reason = reason[len(REVIEW_REASON_PREFIX) :]
         if self.tag is not None:
             slug, name = self.tag.slug, self.tag.name
             reason = reason.replace(f"routing to {slug} owner", f"routing to the owner of {name}")
             reason = reason.replace(f"Routing to {slug} owner", f"Routing to the owner of {name}")
             reason = reason.replace(f"tag '{slug}'", name)
-        return reason
+        if settled or review:
+            reason = reason.replace("routing to admin", "sent to the administrators")
+            reason = reason.replace("routing to", "sent to").replace("Routing to", "Sent to")
+        return f"{reason} for review" if review else reason
 
     def __str__(self) -> str:
         return self.question[:80]

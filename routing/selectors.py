@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import Http404
 
 from access import policy
@@ -123,13 +123,24 @@ def _name(user) -> str:
 
 
 def route_statuses(message_ids: list[int]) -> dict[int, dict]:
-    """For chat's answers that were sent to a person (chat.presenters asks, one query): to whom,
-    under which tag, and whether they answered."""
+    """For chat's answers that were sent to a person (chat.presenters asks): to whom, under which
+    tag, and whether they answered. An answer whose question was sent with another version of it
+    (regenerated before or after) shows its question's: one question, one routed question."""
+    questions = dict(
+        Message.objects.filter(pk__in=message_ids, role=Message.Role.ASSISTANT, reply_to__isnull=False).values_list(
+            "pk", "reply_to_id"
+        )
+    )
     rows = list(
-        RoutedQuestion.objects.filter(message_id__in=message_ids)
+        RoutedQuestion.objects.filter(
+            Q(message_id__in=message_ids) | Q(question_message_id__in=set(questions.values()))
+        )
         .exclude(origin=RoutedQuestion.Origin.FEEDBACK)  # a review item is not "sent to a person"
         .select_related("tag", "target", "answered_by")
+        .order_by("-created_at", "-id")  # the first of a question's wins below
     )
+    by_message = {q.message_id: q for q in rows if q.message_id is not None}
+    by_question = {q.question_message_id: q for q in rows if q.question_message_id is not None}
     admins: dict[str, str] = {}  # tenant → "Ada Admin" / "Ada Admin and Bob Boss", looked up once
 
     def admin_names(tenant_id: str) -> str:
@@ -140,8 +151,9 @@ def route_statuses(message_ids: list[int]) -> dict[int, dict]:
             )
         return admins[tenant_id]
 
+    found = {pk: by_message.get(pk) or by_question.get(questions.get(pk)) for pk in message_ids}
     return {
-        q.message_id: {
+        pk: {
             "to": _name(q.target),
             "admins": admin_names(q.tenant_id) if (q.fallback or q.target is None) else "",
             "tag": q.tag.name if q.tag else "",
@@ -150,7 +162,8 @@ def route_statuses(message_ids: list[int]) -> dict[int, dict]:
             "answered_by": _name(q.answered_by),
             "manual": q.origin == RoutedQuestion.Origin.MANUAL,
         }
-        for q in rows
+        for pk, q in found.items()
+        if q is not None
     }
 
 

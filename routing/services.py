@@ -21,6 +21,7 @@ from typing import NamedTuple
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.urls import reverse
 from django.utils import timezone
 
@@ -34,7 +35,7 @@ from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
 from routing import knowledge
-from routing.models import QuestionGroup, RoutedQuestion, VerifiedAnswer
+from routing.models import REVIEW_REASON_PREFIX, QuestionGroup, RoutedQuestion, VerifiedAnswer
 from routing.notifications import (
     Kind,
     absolute_url,
@@ -220,11 +221,7 @@ def _create(*, message: Message, origin: str, embedding: QueryEmbedding) -> Rout
     target, fallback, reason = _target_for(tag=tag, reason_prefix=prefix)
     if origin == RoutedQuestion.Origin.ROUTE and route.get("reason"):
         reason = route["reason"] if route.get("fallback") == fallback else reason
-    group, new_group = group_find_or_create(tenant_id=tenant_id, tag=tag, query=query, embedding=embedding)
-    question = RoutedQuestion.objects.create(
-        tenant_id=tenant_id,
-        asker=asker,
-        session=session,
+    fields = dict(
         message=message,
         question_message=question_message,
         tag=tag,
@@ -237,8 +234,24 @@ def _create(*, message: Message, origin: str, embedding: QueryEmbedding) -> Rout
         citations=_snapshot_sources(message),
         draft=message.content,
         confidence=dict(message.confidence or {}),
-        group=group,
     )
+    review = _open_review_of_question(message)
+    if review is not None:
+        # One question, one item: the asker down-voted an answer to this question and now it goes
+        # to a person. The open review item becomes the question: it keeps its down vote, its row
+        # and its place in the inbox (no group, so open inboxes re-render that same row).
+        previous = list(recipients_for(review))
+        for name, value in fields.items():
+            setattr(review, name, value)
+        review.save(update_fields=list(fields))
+        question, new_group = review, False
+        # Inboxes that showed it re-render the row (or drop it, if it went to somebody else now).
+        transaction.on_commit(lambda: [_inbox_changed_for(u.pk, question.pk) for u in previous])
+    else:
+        group, new_group = group_find_or_create(tenant_id=tenant_id, tag=tag, query=query, embedding=embedding)
+        question = RoutedQuestion.objects.create(
+            tenant_id=tenant_id, asker=asker, session=session, group=group, **fields
+        )
     logger.info(
         "question routed",
         extra={"event": "question_routed", "question_id": question.pk, "fallback": fallback, "origin": origin},
@@ -249,9 +262,29 @@ def _create(*, message: Message, origin: str, embedding: QueryEmbedding) -> Rout
     return question
 
 
+def _open_review_of_question(message: Message) -> RoutedQuestion | None:
+    """The open review item (locked) of a down vote on this answer, or on another of the
+    assistant's answers to the same question (a regenerated one)."""
+    same = Q(message=message)
+    if message.reply_to_id is not None:
+        same |= Q(question_message_id=message.reply_to_id, message__role=Message.Role.ASSISTANT)
+    return (
+        RoutedQuestion.objects.select_for_update()
+        .filter(same, origin=RoutedQuestion.Origin.FEEDBACK, status=RoutedQuestion.Status.OPEN)
+        .order_by("created_at", "id")
+        .first()
+    )
+
+
 def routed_of(message: Message) -> RoutedQuestion | None:
-    """The routed question of an answer (automatic or "ask the owner"); review items are not one."""
-    return RoutedQuestion.objects.filter(message=message).exclude(origin=RoutedQuestion.Origin.FEEDBACK).first()
+    """The routed question of an answer (automatic or "ask the owner"); review items are not one.
+    One question, one routed question: the assistant's regenerated answer to a question that was
+    routed has its question's (the first), and is never routed again."""
+    routed = RoutedQuestion.objects.exclude(origin=RoutedQuestion.Origin.FEEDBACK)
+    found = routed.filter(message=message).first()
+    if found is None and message.role == Message.Role.ASSISTANT and message.reply_to_id is not None:
+        found = routed.filter(question_message_id=message.reply_to_id).order_by("created_at", "id").first()
+    return found
 
 
 def question_route(*, message: Message) -> RoutedQuestion | None:
@@ -283,7 +316,6 @@ def question_escalate(*, user, message: Message) -> RoutedQuestion:
 
 # ------------------------------------------------------------------------------------- feedback (review items)
 
-REVIEW_REASON_PREFIX = "Review: "
 WITHDRAWN_NOTE = "Withdrawn by the asker."
 
 
@@ -335,7 +367,9 @@ def _review_create(*, feedback: AnswerFeedback) -> RoutedQuestion:
 def feedback_vote(*, user, message: Message, vote: int, reason: str = "", comment: str = "") -> AnswerFeedback | None:
     """The asker's vote on an answer: +1, -1 (with a reason it becomes a review item in the tag
     owner's inbox), or 0 to undo. Voting again changes the vote; a changed reason or comment updates
-    the open review item. Undoing a down vote (or turning it up) closes the open review item as
+    the open review item. One question, one item: a down vote on the assistant's answer to a question
+    already sent to a person (open or answered) goes with that question instead (its page and inbox
+    row show it), and taking the vote back takes it off. Undoing a down vote (or turning it up) closes the open review item as
     withdrawn: the owner's time goes to answers people still find wrong, and the item stays on record.
     A withdrawn item reopens if the asker down-votes again with a reason; a resolved one is left as
     the owner resolved it. Returns the feedback (None after an undo)."""
@@ -354,9 +388,18 @@ def feedback_vote(*, user, message: Message, vote: int, reason: str = "", commen
     changed: list[RoutedQuestion] = []
     with transaction.atomic():
         feedback = AnswerFeedback.objects.select_for_update().filter(message=message, user=user).first()
-        item = None
+        item = carrier = None  # the vote's review item; the routed question that carries the vote instead
         if feedback is not None:
-            item = RoutedQuestion.objects.select_for_update().filter(feedback=feedback).first()
+            linked = RoutedQuestion.objects.select_for_update().filter(feedback=feedback).first()
+            if linked is not None and linked.origin == RoutedQuestion.Origin.FEEDBACK:
+                item = linked
+            else:
+                carrier = linked
+        if vote != -1 and carrier is not None:
+            # The down vote is taken back: the question it was sent with no longer shows it.
+            carrier.feedback = None
+            carrier.save(update_fields=["feedback"])
+            changed.append(carrier)
         if vote != -1:
             if item is not None and item.status == RoutedQuestion.Status.OPEN:
                 item.status = RoutedQuestion.Status.CLOSED
@@ -380,7 +423,19 @@ def feedback_vote(*, user, message: Message, vote: int, reason: str = "", commen
                 feedback.reason = reason
                 feedback.comment = comment
             feedback.save()
-            if feedback.reason:
+            routed = _routed_for_vote(message) if item is None and feedback.reason else None
+            if carrier is not None and (routed is None or routed.pk != carrier.pk):
+                carrier.feedback = None  # its question was closed since: the vote asks for a review
+                carrier.save(update_fields=["feedback"])
+                changed.append(carrier)
+            if routed is not None:
+                # One question, one item: the answer's question already waits for (or got) a
+                # person's answer. The down vote goes with it rather than into a second item.
+                if routed.feedback_id != feedback.pk:
+                    routed.feedback = feedback
+                    routed.save(update_fields=["feedback"])
+                changed.append(routed)
+            elif feedback.reason:
                 if item is None:
                     _review_create(feedback=feedback)
                 elif item.status == RoutedQuestion.Status.OPEN or (
@@ -394,6 +449,19 @@ def feedback_vote(*, user, message: Message, vote: int, reason: str = "", commen
     for changed_item in changed:
         transaction.on_commit(lambda q=changed_item: _inbox_changed(q))
     return feedback
+
+
+def _routed_for_vote(message: Message) -> RoutedQuestion | None:
+    """The routed question a down vote on the assistant's answer joins instead of becoming a review
+    item: its question's, while it waits for a person or once a person answered it (their answer
+    replaced the draft; a down vote on their answer is a review item of its own). A question closed
+    without an answer is not one: the down vote then asks for a review."""
+    if message.role != Message.Role.ASSISTANT:
+        return None
+    routed = routed_of(message)
+    if routed is None or routed.status == RoutedQuestion.Status.CLOSED:
+        return None
+    return RoutedQuestion.objects.select_for_update().get(pk=routed.pk)
 
 
 def _review_item(*, question: RoutedQuestion, user) -> RoutedQuestion:
@@ -417,19 +485,41 @@ def cited_documents_for(*, question: RoutedQuestion, user):
     return [by_id[i] for i in dict.fromkeys(ids) if i in by_id]
 
 
+MSG_OUTDATED_NOTE = "Write a note on why it is outdated: it is shown with the warning wherever the document is cited."
+
+
+def _cited_document(*, question: RoutedQuestion, user, document_id) -> Document:
+    document = next(
+        (d for d in cited_documents_for(question=question, user=user) if str(d.pk) == str(document_id)), None
+    )
+    if document is None:
+        raise QuestionNotFound("No such document.")
+    return document
+
+
+def review_outdated_effect(*, question: RoutedQuestion, user, document_id) -> tuple[Document, knowledge.OutdatedEffect]:
+    """What marking one of a review item's cited documents outdated would do (asked before it is
+    done): the document, the verified answers that would need review, the answers citing it. The
+    same checks as review_mark_outdated."""
+    with transaction.atomic():
+        locked = _review_item(question=question, user=user)
+        document = _cited_document(question=locked, user=user, document_id=document_id)
+    return document, knowledge.outdated_effect(document)
+
+
 def review_mark_outdated(*, question: RoutedQuestion, user, document_id, note: str = "") -> Document:
     """Resolve a review item by marking one of its cited documents outdated: the document shows a
-    warning wherever it is cited, and its uploader is told (email and live)."""
+    warning wherever it is cited, with the note (required), and its uploader is told (email and
+    live). The verified answers that relied on it need review (routing.knowledge.document_outdated);
+    review_outdated_effect says beforehand what that will be."""
     from documents.services import document_mark_outdated
 
     note = (note or "").strip()
     with transaction.atomic():
         locked = _review_item(question=question, user=user)
-        document = next(
-            (d for d in cited_documents_for(question=locked, user=user) if str(d.pk) == str(document_id)), None
-        )
-        if document is None:
-            raise QuestionNotFound("No such document.")
+        document = _cited_document(question=locked, user=user, document_id=document_id)
+        if not note:
+            raise RoutingError(MSG_OUTDATED_NOTE)
         document_mark_outdated(document=document, user=user, note=note)
         locked.status = RoutedQuestion.Status.CLOSED
         locked.resolution = RoutedQuestion.Resolution.OUTDATED
@@ -610,7 +700,11 @@ def notify_answer(*, question_id: int) -> None:
 def _inbox_changed(question: RoutedQuestion) -> None:
     """Tell every inbox showing this question to re-render (or drop) its row."""
     for user in recipients_for(question):
-        group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
+        _inbox_changed_for(user.pk, question.pk)
+
+
+def _inbox_changed_for(user_id, question_id) -> None:
+    group_send(user_group_name(user_id), {"type": "inbox.question", "question_id": question_id})
 
 
 # ------------------------------------------------------------------------------------- answering
@@ -640,12 +734,19 @@ def question_answer(
                 .values_list("pk", flat=True)
             )
         answered: list[RoutedQuestion] = []
-        for item in RoutedQuestion.objects.filter(pk__in=group_ids).select_related(
+        delivered: dict[tuple, Message] = {}  # one answer per asker's question, however many items it had
+        for item in RoutedQuestion.objects.filter(pk__in=_with_same_question(group_ids)).select_related(
             "session", "question_message", "message"
         ):
-            message = chat_services.message_create_owner_answer(
-                session=item.session, author=user, content=text, reply_to=item.question_message
-            )
+            key = (item.session_id, item.question_message_id or f"item {item.pk}")
+            message = delivered.get(key)
+            if message is None:
+                message = chat_services.message_create_owner_answer(
+                    session=item.session, author=user, content=text, reply_to=item.question_message
+                )
+                delivered[key] = message
+                chat_services.message_push(message=message)
+                transaction.on_commit(lambda pk=item.pk: notify_answer(question_id=pk))
             item.status = RoutedQuestion.Status.ANSWERED
             # A review item's answer corrects the answer that was down-voted.
             item.resolution = (
@@ -669,11 +770,9 @@ def question_answer(
                     "seen_at",
                 ]
             )
-            chat_services.message_push(message=message)
             if item.message_id:
                 # The draft it answers stops saying "unverified until they answer", live.
                 chat_services.message_push(message=item.message)
-            transaction.on_commit(lambda pk=item.pk: notify_answer(question_id=pk))
             transaction.on_commit(lambda asker=item.asker_id: nav_badges_changed(asker))
             transaction.on_commit(lambda q=item: _inbox_changed(q))
             answered.append(item)
@@ -685,6 +784,24 @@ def question_answer(
     if publish:
         question_publish(question=question, user=user, tag=publish_tag)
     return answered
+
+
+def _with_same_question(ids: list[int]) -> list[int]:
+    """These items (locked, inside the caller's transaction) and every other open item of the same
+    asker's question: a routed question and a review item of the same answer, or of another
+    version of it, are one question, and one answer settles them all."""
+    same = Q()
+    for question_message_id, message_id in RoutedQuestion.objects.filter(pk__in=ids).values_list(
+        "question_message_id", "message_id"
+    ):
+        if question_message_id is not None:
+            same |= Q(question_message_id=question_message_id)
+        if message_id is not None:
+            same |= Q(message_id=message_id)
+    if not same:
+        return list(ids)
+    others = RoutedQuestion.objects.select_for_update().filter(same, status=RoutedQuestion.Status.OPEN)
+    return list(dict.fromkeys([*ids, *others.values_list("pk", flat=True)]))
 
 
 def question_close(*, question: RoutedQuestion, user) -> RoutedQuestion:

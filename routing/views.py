@@ -9,6 +9,8 @@ References: requirement IDs (R-…): docs/requirements.md.
 
 from __future__ import annotations
 
+from urllib.parse import urlencode
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpResponse
@@ -24,6 +26,7 @@ from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
 from documents.selectors import with_outdated
 from ragchat.bounds import request_int
+from ragchat.htmx import redirect_after_post
 from ragchat.partials import render_partial
 from routing import charts, exports, figures, knowledge, selectors, services
 from routing.context_processors import nav_figures
@@ -82,7 +85,7 @@ def question_detail(request, question_id):
             except services.RoutingError as e:
                 form.add_error(None, str(e))
             else:
-                people = len(answered)
+                people = selectors.people_count(answered)
                 messages.success(
                     request,
                     f"Answer sent to {people} {'person' if people == 1 else 'people'}."
@@ -132,8 +135,18 @@ def question_detail(request, question_id):
             "can_publish": question.status == RoutedQuestion.Status.ANSWERED and not question.published_document_id,
             "publish_tags": publish_tags,
             "review": _review_context(user=request.user, question=question),
+            "downvote": _downvote(question),
         },
     )
+
+
+def _downvote(question: RoutedQuestion):
+    """The asker's down vote a routed question carries (they down-voted its draft, or another
+    version of the answer): one question, one item, with the vote on its page."""
+    feedback = question.feedback
+    if question.origin == RoutedQuestion.Origin.FEEDBACK or feedback is None:
+        return None
+    return feedback if feedback.vote == -1 and feedback.reason else None
 
 
 def _review_context(*, user, question: RoutedQuestion) -> dict | None:
@@ -402,11 +415,17 @@ def _report_for(request, slug: str):
     return tag, form, key, figures.tag_report(user=request.user, tag=tag, since=since, until=until)
 
 
+def _period_query(form: ReportPeriodForm, key: str) -> str:
+    """The query string of the period `form.bounds` chose."""
+    if key != "custom":
+        return urlencode({"period": key})
+    return urlencode({"period": key, "start": form.cleaned_data["start"], "end": form.cleaned_data["end"]})
+
+
 @login_required
 @require_GET
 def report(request, slug):
     tag, form, key, data = _report_for(request, slug)
-    query = request.GET.urlencode()
     return render(
         request,
         "routing/report.html",
@@ -421,7 +440,9 @@ def report(request, slug):
             "wait_bins": charts.wait_bins(data.waits),
             "outcomes": figures.OUTCOMES,
             "top_cited": data.cited[0].answers if data.cited else 0,
-            "csv_query": query,
+            # The CSV of the period shown: bad input is told and the last 30 days shown instead.
+            "csv_query": _period_query(form, key),
+            "grace_days": figures.NEVER_CITED_GRACE_DAYS,
             "untagged_slug": UNTAGGED,
         },
     )
@@ -488,24 +509,46 @@ def _review_question(request, question_id) -> RoutedQuestion:
 @login_required
 @require_POST
 def review_outdated(request, question_id):
-    """Resolve a review item: one of its cited documents (that the owner may read) is outdated."""
+    """Resolve a review item: one of its cited documents (that the owner may read) is outdated. It
+    asks first: a post without confirm=1 answers with what marking it will affect (the verified
+    answers that go to "Needs review", the answers whose citation of it will warn) and a button that
+    confirms; in place of the card with htmx, as a page of its own without script. A note is
+    required: without one the form comes back saying so, its document still chosen."""
     question = _review_question(request, question_id)
+    document_id = request.POST.get("document", "")
+    note = request.POST.get("note", "")[:2000].strip()
+    act = request.POST.get("confirm") == "1" and bool(note)
+    back = reverse("routing:question", args=[question.pk])
     try:
-        document = services.review_mark_outdated(
-            question=question,
-            user=request.user,
-            document_id=request.POST.get("document", ""),
-            note=request.POST.get("note", "")[:2000],
-        )
+        if act:
+            document = services.review_mark_outdated(
+                question=question, user=request.user, document_id=document_id, note=note
+            )
+        else:
+            document, effect = services.review_outdated_effect(
+                question=question, user=request.user, document_id=document_id
+            )
     except services.QuestionNotFound as e:
         raise Http404("No such document.") from e
     except services.RoutingError as e:
         messages.error(request, str(e))
-    else:
+        return redirect_after_post(request, back)
+    if act:
         messages.success(
             request, f"“{document.title}” is marked outdated: its citations show a warning, and its uploader was told."
         )
-    return redirect("routing:question", question_id=question.pk)
+        return redirect_after_post(request, back)
+    context = {
+        "q": question,
+        "review": {"documents": services.cited_documents_for(question=question, user=request.user)},
+        "selected": document,
+        "note": note,
+        "effect": effect if note else None,
+        "error": "" if note else services.MSG_OUTDATED_NOTE,
+    }
+    if request.htmx:  # htmx swaps a 200 only: the card, asking or saying what to fix
+        return render(request, "routing/_outdated_card.html", context)
+    return render(request, "routing/outdated_confirm.html", context, status=200 if note else 400)
 
 
 @login_required

@@ -15,14 +15,47 @@ pytest_plugins = ["tests.fakes.plugin"]
 collect_ignore = ["export"]
 
 
-def pytest_collection_modifyitems(items):
+# Tests that run alike on SQLite and on PostgreSQL + Redis, so once in .ci/test.sh: the Django-free
+# core (ragchat/services, the fake model server), tested without the database or the channel layer;
+# and the tests that start servers of their own (tests/browser/conftest.py LiveServer: its own
+# SQLite file and in-memory layer, whatever the pass's settings) or name their engines themselves
+# (the backup on both, the Redis and scale-out runs).
+_ENGINE_INDEPENDENT = (
+    "services/",
+    "fake_ollama/",
+    "browser/",
+    "api/test_api_browser.py",
+    "api/test_api_live.py",
+    "api/test_api_schemathesis.py",
+    "api/test_openai_provider_live.py",
+    "ops/test_backup.py",
+    "ops/test_backup_while_ingesting.py",
+    "ops/test_disconnect.py",
+    "ops/test_redis_idle.py",
+    "ops/test_scale_out.py",
+    "real_model/",
+)
+_DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server", "django_user_model", "client"}
+
+
+def pytest_collection_modifyitems(config, items):
     """Gives each schemathesis item (one per API operation) its own node id again. Since pytest 9.2
     a Function's id is built from `originalname` and its callspec, and schemathesis names its items
     `test[GET /path]` with `originalname="test"` and no callspec: every operation of a test got the
-    same id, and pytest-xdist, which schedules by node id, ran only the first one of them."""
+    same id, and pytest-xdist, which schedules by node id, ran only the first one of them.
+
+    Marks `engine_independent` those of _ENGINE_INDEPENDENT that use no database fixture of the
+    pass: the second database pass of .ci/test.sh (PostgreSQL + Redis) leaves them to the first,
+    which runs them once."""
+    tests_dir = config.rootpath / "tests"
     for item in items:
         if getattr(item, "operation_label", None) and not item.nodeid.endswith(item.name):
             item._id = item._id.with_params(item.name[len(item.originalname) + 1 : -1])
+        if not item.path.is_relative_to(tests_dir):
+            continue
+        where = item.path.relative_to(tests_dir).as_posix()
+        if where.startswith(_ENGINE_INDEPENDENT) and not _DATABASE_FIXTURES & set(item.fixturenames):
+            item.add_marker("engine_independent")
 
 
 @pytest.fixture(autouse=True)

@@ -32,21 +32,10 @@ from typing import Any
 
 from ragchat.evaluation import metrics
 from ragchat.services.config import RAGSettings
-from ragchat.services.prompts import MODEL_INSUFFICIENT_SENTENCE
+from ragchat.services.declines import says_dont_know
 
 ANSWER_SET = Path(__file__).with_name("answer_set.jsonl")
 CORPORA = ("demo", "eval")
-
-# What small models write instead of the prompt's exact sentence when they do not know.
-_DONT_KNOW_RE = re.compile(
-    r"(don'?t|do not|does not|doesn'?t) (have|contain|provide|include|mention|specify|say|state)\b[^.]*"
-    r"\b(information|details?|answer|mention)"
-    r"|not (enough|sufficient) information|no information (about|on|regarding)"
-    r"|(is|are) not (mentioned|specified|provided|stated|available)"
-    r"|(can ?not|can't|unable to) (find|answer|determine|provide)"
-    r"|\bI don'?t know\b",
-    re.IGNORECASE,
-)
 
 
 @dataclass(frozen=True)
@@ -105,11 +94,6 @@ def has_fact(answer: str, facts: Sequence[str]) -> bool:
     """One of `facts` stands in `answer` as words of their own ("3" is not found in "13")."""
     plain = _normalise(answer)
     return any(re.search(rf"(?<!\w){re.escape(_normalise(f))}(?!\w)", plain) for f in facts)
-
-
-def says_dont_know(answer: str) -> bool:
-    """The answer declines: the prompt's sentence, or a small model's own words for it."""
-    return MODEL_INSUFFICIENT_SENTENCE.rstrip(".").lower() in answer.lower() or bool(_DONT_KNOW_RE.search(answer))
 
 
 def score_answer(question: LabelledQuestion, response: Any, seconds: float) -> dict[str, Any]:

@@ -1148,6 +1148,31 @@ QUESTIONS: list[GoldQuestion] = [
         history=["What is the service desk response time for a P1 ticket?", "And for P2?"],
         standalone="When are department budgets due?",
     ),
+    # two words of its own, but the asker's action and what it is done to: it stands alone
+    _q(
+        "How do I contact the helpdesk?",
+        SD,
+        "4357",
+        kind="topic-switch",
+        history=["What is the Wi-Fi password for visitors and guests on the second floor?"],
+        standalone="How do I contact the helpdesk?",
+    ),
+    _q(
+        "How do I report phishing?",
+        PH,
+        "Report Phish button",
+        kind="topic-switch",
+        history=["How many days of annual leave do full-time employees get?"],
+        standalone="How do I report phishing?",
+    ),
+    _q(
+        "Where do I submit expenses?",
+        TE,
+        "Spendwise",
+        kind="topic-switch",
+        history=["When are department budgets due?"],
+        standalone="Where do I submit expenses?",
+    ),
     # glossary: the company's own names for things, which the documents do not use (GLOSSARY)
     _q("How many PTO days do full-time staff get?", HB, "28 days", kind="glossary"),
     _q("How many days a week can I WFH?", RW, "three days per week", kind="glossary"),

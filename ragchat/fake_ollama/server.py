@@ -453,7 +453,7 @@ class FakeOllama:
             habit, thought = s.citation_habit, s.thinks_aloud
         text = reply(messages) if callable(reply) else str(reply)
         if habit is not None:
-            text = _with_citation_habit(text, habit, messages)
+            text = with_citation_habit(text, habit, messages)
         if thought is not None:
             text = f"<think>{thought}</think>\n\n{text}"
         return text
@@ -520,17 +520,31 @@ _STOP_WORDS = frozenset(
 def _extracting_answer(messages: list[dict[str, Any]], *, cite: bool) -> str:
     system = "\n".join(str(m.get("content", "")) for m in messages if m.get("role") == "system")
     question = next((str(m.get("content", "")) for m in reversed(messages) if m.get("role") == "user"), "")
-    wanted = {w.lower() for w in _WORD_RE.findall(question)} - _STOP_WORDS
+    wanted = {_word_key(w) for w in _WORD_RE.findall(question) if w.lower() not in _STOP_WORDS}
     best: tuple[int, str, str] = (0, "", "")
     for match in SOURCE_HEADER_RE.finditer(system):
+        # A question in the passage (a FAQ heading) is never the answer; its words count for the
+        # sentence under it, which answers it.
+        heading: set[str] = set()
         for sentence in re.split(r"(?<=[.!?])\s+", _chunk_text_after(system, match.end())):
-            shared = len(wanted & {w.lower() for w in _WORD_RE.findall(sentence)})
+            words = {_word_key(w) for w in _WORD_RE.findall(sentence)}
+            if sentence.rstrip().endswith("?"):
+                heading = words
+                continue
+            shared = len(wanted & (words | heading))
+            heading = set()
             if shared > best[0]:
                 best = (shared, match.group(1), " ".join(sentence.split()).rstrip("."))
     shared, source_id, sentence = best
     if shared < 2:
         return "I don't have enough information in the available documents to answer this question."
     return f"{sentence} [SourceId: {source_id}]." if cite else f"{sentence}."
+
+
+def _word_key(word: str) -> str:
+    """A word as the careful model compares it: lowercased, a plural's "s" dropped."""
+    word = word.lower()
+    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
 
 
 def _chunk_text_after(text: str, start: int) -> str:
@@ -1006,23 +1020,39 @@ _HABIT_MARKERS: dict[str, Callable[[str, int], str]] = {
     "bare": lambda source_id, n: f"[{source_id}]",
     "invented": lambda source_id, n: f"[SourceId: {source_id}] [SourceId: {INVENTED_SOURCE_ID}]",
 }
+# Markers written against the word before them, with no space: "per year[1].", "per year【1】.".
+_GLUED_MARKERS: dict[str, Callable[[str, int], str]] = {
+    "numbered-glued": lambda source_id, n: f"[{n}]",
+    "fullwidth-numbered": lambda source_id, n: f"【{n}】",
+}
+# "leading": the numbers at the start of the sentence they support, "[1] Every employee …".
+LEADING = "leading"
 # "grouped": adjacent markers in one bracket, "[SourceId: a, b]". "none": no marker at all, the
 # habit of small instruction-tuned models that ignore the prompt's citation rule (a 0.5B one cited
 # none of 24 answers).
 NO_CITATIONS = "none"
-CITATION_HABITS = frozenset({*_HABIT_MARKERS, "grouped", NO_CITATIONS})
+CITATION_HABITS = frozenset({*_HABIT_MARKERS, *_GLUED_MARKERS, LEADING, "grouped", NO_CITATIONS})
 # The habits that do write markers, each its own way.
 CITATION_STYLES = CITATION_HABITS - {NO_CITATIONS}
 _MARKER_RUN_RE = re.compile(r"\[SourceId:\s*[a-f0-9-]{36}:\d+\](?:\s*\[SourceId:\s*[a-f0-9-]{36}:\d+\])*")
 
 
-def _with_citation_habit(text: str, habit: str, messages: list[dict[str, Any]]) -> str:
+def with_citation_habit(text: str, habit: str, messages: list[dict[str, Any]]) -> str:
     """`text`'s markers as `habit` writes them."""
     system = next((m.get("content", "") for m in messages if m.get("role") == "system"), "")
     order = {source_id: n for n, source_id in enumerate(dict.fromkeys(SOURCE_HEADER_RE.findall(system)), 1)}
 
     if habit == NO_CITATIONS:
         return re.sub(r"[ \t]*" + _MARKER_RUN_RE.pattern, "", text)
+    if habit == LEADING:
+        return _markers_leading(text, order)
+    if habit in _GLUED_MARKERS:
+        glued = _GLUED_MARKERS[habit]
+        return re.sub(
+            r"[ \t]*" + _MARKER_RUN_RE.pattern,
+            lambda m: "".join(glued(i, order.get(i, len(order) + 1)) for i in SOURCE_ID_RE.findall(m.group())),
+            text,
+        )
 
     def run(match: re.Match[str]) -> str:
         ids = SOURCE_ID_RE.findall(match.group())
@@ -1031,6 +1061,20 @@ def _with_citation_habit(text: str, habit: str, messages: list[dict[str, Any]]) 
         return "".join(_HABIT_MARKERS[habit](i, order.get(i, len(order) + 1)) for i in ids)
 
     return _MARKER_RUN_RE.sub(run, text)
+
+
+def _markers_leading(text: str, order: dict[str, int]) -> str:
+    """Each sentence's markers as numbers in front of it: "[1] Every employee gets 25 days."."""
+    parts = re.split(r"((?<=[.!?])[ \t]+|\n+)", text)  # sentences, and what separates them
+    for i in range(0, len(parts), 2):
+        ids = [source_id for run in _MARKER_RUN_RE.findall(parts[i]) for source_id in SOURCE_ID_RE.findall(run)]
+        if ids:
+            body = re.sub(r"[ \t]*" + _MARKER_RUN_RE.pattern, "", parts[i])
+            item = re.match(r"[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+", body)  # a list item's bullet stays first
+            cut = item.end() if item else 0
+            numbers = "".join(f"[{order.get(s, len(order) + 1)}]" for s in ids)
+            parts[i] = f"{body[:cut]}{numbers} {body[cut:]}"
+    return "".join(parts)
 
 
 def _thinking_for(name: str, think: Any) -> str:

@@ -26,12 +26,14 @@ import re
 from collections.abc import Sequence
 
 from .citations import attributed_marker
-from .grounding import SENTENCE_END_RE, check_sentence, cited_in, index_chunks, split_sentences
+from .grounding import SENTENCE_END_RE, check_sentence, cited_in, index_chunks, markers_lead, split_sentences
 from .types import SearchResult
 
 logger = logging.getLogger(__name__)
 
 _END_MARK_RE = re.compile(r"[.!?…]+$")
+# The model's markers after a sentence's end mark ("… per year. [SourceId: …]").
+_TRAILING_MARKERS_RE = re.compile(r"(?:[ \t]*\[\s*SourceId\s*:[^\]\n]*\])+[ \t]*$", re.IGNORECASE)
 # How far before a new piece a sentence end it completes may begin (an end mark, closing quotes and
 # the model's markers after it).
 _LOOK_BACK = 1000
@@ -39,8 +41,10 @@ _END_CHARS = ".!?…\n"
 
 
 def _marker_point(sentence: str) -> int:
-    """Where in a sentence its citation goes: before the end mark it closes with, else at its end."""
-    end_mark = _END_MARK_RE.search(sentence)
+    """Where in a sentence its citation goes: before the end mark it closes with (markers of the
+    model after that mark stay after it), else at its end."""
+    markers = _TRAILING_MARKERS_RE.search(sentence)
+    end_mark = _END_MARK_RE.search(sentence, 0, markers.start() if markers else len(sentence))
     return end_mark.start() if end_mark else len(sentence)
 
 
@@ -62,6 +66,10 @@ class CitationAttributor:
         self._checked = 0  # the sentences ending before this offset of _text are checked
         self._open = True  # the text ends in a sentence that may go on (or nothing yet)
         self.attached = 0  # markers attached so far
+        # Whether markers open their sentences (grounding.markers_lead): the whole answer's style,
+        # known from its first marker on; the text before `_style_scanned` holds none.
+        self._lead: bool | None = None
+        self._style_scanned = 0
 
     @property
     def text(self) -> str:
@@ -110,7 +118,7 @@ class CitationAttributor:
     def _advance(self, *, final: bool) -> str:
         base = self._checked
         tail = self._text[base:]
-        spans = split_sentences(tail)
+        spans = split_sentences(tail, leading=self._leading())
         hold = len(self._text)
         ended: list[tuple[int, int]] = []
         self._open = False
@@ -139,6 +147,13 @@ class CitationAttributor:
         if ended:
             self._checked = base + ended[-1][1] + sum(len(m) for _, m in inserts)
         return self._give(hold)
+
+    def _leading(self) -> bool:
+        if self._lead is None:
+            # A marker may have begun before the text scanned last time ended.
+            self._lead = markers_lead(self._text, max(0, self._style_scanned - _LOOK_BACK))
+            self._style_scanned = len(self._text)
+        return bool(self._lead)
 
     def _give(self, hold: int) -> str:
         hold = max(hold, self._given)

@@ -183,8 +183,11 @@ def _rewrite_bracket(match: re.Match[str], text: str, sources: _Sources, *, afte
     before = text[max(0, match.start() - 1) : match.start()]
     after = text[match.end() : match.end() + 1]
     square = opener in "[【［"
-    # "[1]" is a reference after a word or punctuation, not an index ("x[1]") or a link ("[1](…)").
-    bare_numbers = square and (after_marker or not re.fullmatch(r"[\w\])]", before)) and after != "("
+    # "[1]" is a reference after a space or punctuation, not a link ("[1](…)"). Against a word it
+    # is one when it reads as a citation written without its space ("per year[1].", always in
+    # full-width brackets) and names a passage of the prompt; not an index ("x[1]", "arr_2[1]").
+    glued = re.fullmatch(r"[\w\])]", before) is not None and not after_marker
+    bare_numbers = square and after != "(" and (not glued or _glued_reference(text, match, opener))
     items = [i for i in _ID_SEPARATOR_RE.split(inner) if i.strip()]
     if len(items) > 1:
         items = [i for i in items if not _ATTRIBUTED_WORD_RE.fullmatch(i)]
@@ -193,10 +196,29 @@ def _rewrite_bracket(match: re.Match[str], text: str, sources: _Sources, *, afte
     resolved = [_resolve(i, sources, bare_numbers=bare_numbers) for i in items]
     if not all(is_ref for is_ref, _ in resolved):
         return None
+    if glued and bare_numbers and not all(source_id for _, source_id in resolved):
+        return None  # "year[7]" with fewer passages: perhaps no citation at all, left as written
     if not square and not any(_FULL_ID_RE.fullmatch(i.strip()) or _NUMBERED_RE.fullmatch(i.strip()) for i in items):
         return None  # "(Vacation Policy 2026.pdf)" stays prose; "(SourceId: …)" and "(Source 2)" are markers
     ids = list(dict.fromkeys(source_id for _, source_id in resolved if source_id))
     return "".join(canonical_marker(i) for i in ids)
+
+
+# The word a glued "[1]" follows: letters only, after a space, punctuation other than "." or the start.
+_GLUED_WORD_RE = re.compile(r"(?:^|[^\w.])[^\W\d_]{2,}$")
+
+
+def _glued_reference(text: str, match: re.Match[str], opener: str) -> bool:
+    """Whether a bracket written against the text before it is a citation: full-width brackets
+    always (no code indexes with them); "[" after a word of letters, followed by the end, white
+    space, punctuation or another bracket ("per year[1].", "days[1][2]"), not an index or an
+    assignment in code written as prose ("x[1]", "obj.items[1] = 3")."""
+    if opener != "[":
+        return True
+    if _GLUED_WORD_RE.search(text, max(0, match.start() - 40), match.start()) is None:
+        return False
+    rest = text[match.end() :]
+    return re.match(r"(?:[\[(]|[.,;:!?)]*(?:\s|$))", rest) is not None and not re.match(r"\s*=", rest)
 
 
 def _normalize_prose(text: str, sources: _Sources) -> str:

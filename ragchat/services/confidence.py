@@ -16,8 +16,18 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
+from .bm25 import bm25_query, keyword_share
 from .citations import strip_source_ids
 from .types import ConfidenceScore, SearchResult
+
+# Under this share of the question's words in the passages an answer cites, the answer is about
+# something else than what was asked (docs/answer-quality.md "Cited or routed").
+QUESTION_FOCUS_MIN = 0.5
+
+NOT_CITED = "No passage cited"
+OFF_QUESTION = "The cited passages hold few of the question's words"
+NO_FIGURE = "The question asks for a figure and the answer states none"
+
 
 # Common English stopwords (expand as needed)
 STOPWORDS = {
@@ -86,3 +96,30 @@ def calculate_confidence(
 def determine_action(overall: int, threshold: int) -> Literal["CITE", "ROUTE"]:
     """spec v3 step 8: confidence >= threshold (60) cites, anything lower goes to a human."""
     return "CITE" if overall >= threshold else "ROUTE"
+
+
+def question_focus(queries: Sequence[str], cited_texts: Sequence[str]) -> float | None:
+    """Share of the question's words (BM25's terms, as the floor rule counts them) that the passages
+    an answer cites hold together: the best of the question as asked and as searched (a follow-up's
+    topic, glossary names). None when no query has a word to count."""
+    text = "\n".join(cited_texts)
+    shares = [keyword_share(q, text) for q in dict.fromkeys(queries) if q and bm25_query(q).indices]
+    return max(shares) if shares else None
+
+
+def answer_action(
+    overall: int, threshold: int, *, cited: bool, focus: float | None, figure: bool = True
+) -> tuple[Literal["CITE", "ROUTE"], str | None]:
+    """Cited or routed, whatever the model wrote: spec v3 step 8 (confidence under the threshold
+    routes), then an answer that cites no passage routes, then one whose cited passages hold under
+    QUESTION_FOCUS_MIN of the question's words, then one that states no figure where the question
+    asks for one (`figure`: grounding.answers_with_a_figure). Returns the action and, for the last three, why."""
+    if determine_action(overall, threshold) == "ROUTE":
+        return "ROUTE", None
+    if not cited:
+        return "ROUTE", NOT_CITED
+    if focus is not None and focus < QUESTION_FOCUS_MIN:
+        return "ROUTE", OFF_QUESTION
+    if not figure:
+        return "ROUTE", NO_FIGURE
+    return "CITE", None

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+from .citations import strip_source_ids
 from .confidence import STOPWORDS
 from .prompts import MODEL_INSUFFICIENT_SENTENCE
 from .types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, SearchResult
@@ -40,6 +41,9 @@ from .types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, SearchResult
 Status = Literal["supported", "uncited", "unsupported", "none"]
 
 SUPPORT_THRESHOLD = 0.6  # share of a sentence's content words one chunk must hold
+# A sentence whose figures or names the chunk all holds needs fewer of its other words there: the
+# facts anchor it, the rest may be paraphrase ("the minimum length is 14" of "at least 14").
+ANCHORED_SUPPORT_THRESHOLD = 0.5
 MIN_CLAIM_TERMS = 2  # fewer content words (and no number) is not a claim
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
@@ -50,6 +54,26 @@ _MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
 # followed by white space or the end; or at a line break (list items, paragraphs, headings).
 _END_RE = re.compile(rf"[.!?…]+[\"'”’)\]]*(?:[ \t]*{_MARKER})*(?=\s|$)|\n+", re.IGNORECASE)
 SENTENCE_END_RE = _END_RE  # where a sentence may end (split_sentences decides; attribution.py looks ahead)
+# An answer that writes its citations at the start of the sentences they support ("[1] Every
+# employee … . [2] Unused days …"): markers after an end mark open the next sentence, unless
+# nothing follows them on their line.
+_END_LEADING_RE = re.compile(
+    rf"[.!?…]+[\"'”’)\]]*(?:(?:[ \t]*{_MARKER})+(?=[ \t]*(?:\n|$)))?(?=\s|$)|\n+", re.IGNORECASE
+)
+# The style shows in the answer's first marker: it opens a line (a list item's bullet before it).
+_FIRST_MARKER_RE = re.compile(_MARKER, re.IGNORECASE)
+_LINE_START_RE = re.compile(r"(?:^|\n)[ \t]*(?:(?:[-*+>]|\d{1,9}[.)])[ \t]+)*$")
+
+
+def markers_lead(text: str, start: int = 0) -> bool | None:
+    """Whether the answer writes its citation markers in front of the sentences they support: its
+    first marker (at or after `start`) opens a line. None: it has no marker (yet)."""
+    first = _FIRST_MARKER_RE.search(text, start)
+    if first is None:
+        return None
+    return _LINE_START_RE.search(text, max(0, first.start() - 200), first.start()) is not None
+
+
 _ABBREVIATIONS = {
     "e.g", "i.e", "etc", "vs", "dr", "mr", "mrs", "ms", "no", "nr", "approx", "incl", "fig", "p", "pp",
     "st", "ca", "cf", "dept", "max", "min", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep",
@@ -137,22 +161,24 @@ class GroundingReport:
 _FENCED_CODE_RE = re.compile(r"^ {0,3}(`{3,}|~{3,})[^\n]*\n.*?(?:^ {0,3}\1[ \t]*$|\Z)", re.MULTILINE | re.DOTALL)
 
 
-def split_sentences(text: str) -> list[tuple[int, int]]:
+def split_sentences(text: str, *, leading: bool | None = None) -> list[tuple[int, int]]:
     """(start, end) of each sentence of `text`, surrounding white space excluded; fenced code blocks
-    hold no sentences."""
+    hold no sentences. `leading`: the answer writes its markers in front of its sentences (None:
+    `markers_lead(text)` says)."""
+    end_re = _END_LEADING_RE if (markers_lead(text) if leading is None else leading) else _END_RE
     spans: list[tuple[int, int]] = []
     start = 0
     for code in _FENCED_CODE_RE.finditer(text):
-        spans += [(start + a, start + b) for a, b in _prose_sentences(text[start : code.start()])]
+        spans += [(start + a, start + b) for a, b in _prose_sentences(text[start : code.start()], end_re)]
         start = code.end()
-    spans += [(start + a, start + b) for a, b in _prose_sentences(text[start:])]
+    spans += [(start + a, start + b) for a, b in _prose_sentences(text[start:], end_re)]
     return spans
 
 
-def _prose_sentences(text: str) -> list[tuple[int, int]]:
+def _prose_sentences(text: str, end_re: re.Pattern[str]) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
-    for match in _END_RE.finditer(text):
+    for match in end_re.finditer(text):
         end = match.start() if match.group().startswith("\n") else match.end()
         if not match.group().startswith("\n") and (
             _is_abbreviation(text[start : match.start() + 1])
@@ -208,6 +234,11 @@ def _stem(word: str) -> str:
     return word
 
 
+def figures_in(text: str) -> set[str]:
+    """The figures a text states (digits and number words, as digits), citation markers aside."""
+    return _numbers(_plain(text))
+
+
 def _numbers(text: str) -> set[str]:
     found = {m.group().replace(",", "").rstrip("stndrh") or m.group() for m in _NUMBER_RE.finditer(text)}
     for word in _WORD_RE.findall(text.lower()):
@@ -241,9 +272,14 @@ def _names(text: str) -> set[str]:
     return found - _NOT_NAMES
 
 
+# A bracketed number left in the text ("per year[7]", "【3】"): a reference that names no passage
+# of the prompt, or an index; no figure the sentence states.
+_BRACKETED_NUMBER_RE = re.compile(r"[\[【［]\s*\d{1,3}\s*[\]】］]")
+
+
 def _plain(text: str) -> str:
     """The words of a sentence without citation markers and Markdown punctuation."""
-    text = _MARKER_RE.sub(" ", text)
+    text = _BRACKETED_NUMBER_RE.sub(" ", _MARKER_RE.sub(" ", text))
     return re.sub(r"[*_`#>|~]+", " ", text)
 
 
@@ -304,7 +340,9 @@ def check_sentence(
     order = sorted(chunks, key=lambda c: c.source_id not in cited)
     for chunk in order:
         score, missing = _support(terms, facts, chunk)
-        ok = score >= SUPPORT_THRESHOLD and not missing
+        ok = not missing and (
+            score >= SUPPORT_THRESHOLD or (score >= ANCHORED_SUPPORT_THRESHOLD and bool(numbers or names))
+        )
         if ok:
             return ("supported" if chunk.source_id in cited else "uncited"), chunk.source_id, score, ()
         # The closest chunk: fewest missing facts, then most words.
@@ -341,3 +379,25 @@ def check_answer(answer: str, chunks: Sequence[SearchResult]) -> GroundingReport
             )
         )
     return GroundingReport(tuple(sentences))
+
+
+# Questions whose answer is a figure: an amount, a count, a duration, a frequency, a time.
+_ASKS_FOR_FIGURE_RE = re.compile(
+    r"\b(how (many|much|long|often|soon|quickly|large|big|far|old)|within how|up to what|by what time)\b",
+    re.IGNORECASE,
+)
+# Figures written without digits or number words.
+_FIGURE_WORDS_RE = re.compile(
+    r"\b(an?|half an?|a few) (minute|hour|day|week|month|quarter|year)s?\b"
+    r"|\b(once|twice|immediately|daily|weekly|fortnightly|monthly|quarterly|annually|yearly|noon|midnight)\b"
+    r"|\bevery (day|week|month|quarter|year|night|morning|evening)\b",
+    re.IGNORECASE,
+)
+
+
+def answers_with_a_figure(question: str, answer: str) -> bool:
+    """False when the question asks how many, how much, how long… and the answer states no figure
+    (no digits, number words or "an hour", "weekly"…): it answers something else."""
+    if not _ASKS_FOR_FIGURE_RE.search(question):
+        return True
+    return bool(figures_in(answer)) or bool(_FIGURE_WORDS_RE.search(strip_source_ids(answer)))

@@ -20,8 +20,9 @@ from typing import Any
 from .attribution import CitationAttributor
 from .budget import TokenBudget
 from .citations import CitationNormalizer, build_context, extract_citations, make_snippet
-from .confidence import calculate_confidence, coverage_context, determine_action
+from .confidence import answer_action, calculate_confidence, coverage_context, question_focus
 from .config import RAGSettings
+from .declines import DeclineGate
 from .errors import (
     ContextError,
     EmptyAnswerError,
@@ -40,7 +41,7 @@ from .prompts import (
     RAG_SYSTEM_PROMPT,
 )
 from .reasoning import ThinkFilter
-from .retrieval import Reranker, build_retrieval_query, get_quality_context, standalone_query
+from .retrieval import Reranker, build_retrieval_query, get_quality_context, standalone_query, strong_passages
 from .routing import OwnerLookup, get_route_target
 from .smalltalk import detect_smalltalk
 from .types import (
@@ -163,7 +164,12 @@ class RAGService:
         )
 
     async def get_route_target(
-        self, context_results: Sequence[SearchResult], *, tenant_id: str = "default", confidence: int | None = None
+        self,
+        context_results: Sequence[SearchResult],
+        *,
+        tenant_id: str = "default",
+        confidence: int | None = None,
+        why: str | None = None,
     ) -> RouteTarget:
         return await get_route_target(
             context_results,
@@ -171,6 +177,7 @@ class RAGService:
             admin_email=self.settings.rag_admin_email,
             tenant_id=tenant_id,
             confidence=confidence,
+            why=why,
         )
 
     async def generate(self, request: RAGRequest) -> RAGResponse:
@@ -299,32 +306,54 @@ class RAGService:
         yield StageEvent("generating")
         parts: list[str] = []
         gen_start = time.perf_counter()
-        # Real models' habits, undone before anyone sees a token: thinking written into the
-        # content is dropped, citations written their own way become "[SourceId: …]" and invented
-        # ones go. What is yielded is what is stored, counted and checked.
-        # Then a sentence that a passage supports but that cites none gets that passage's
-        # citation, attributed by ragchat (attribution.py), as soon as the sentence has ended.
-        think = ThinkFilter()
-        cites = CitationNormalizer(chunks)
-        attribute = CitationAttributor(chunks)
+        # An answer that opens like "I don't know" is held until its first sentence ends
+        # (declines.py): if it declines while a passage holds most of the question's words, the
+        # model gets a second look at those passages alone, and the asker sees only that answer.
+        gate = DeclineGate()
         try:
-            async for raw in self._guarded_stream(messages, model):
-                if piece := attribute.feed(cites.feed(think.feed(raw))):
-                    parts.append(piece)
-                    yield TokenEvent(piece)
-            if piece := attribute.feed(cites.feed(think.finish()) + cites.finish()) + attribute.finish():
-                parts.append(piece)
-                yield TokenEvent(piece)
+            async for piece in self._answer_pieces(messages, model, chunks):
+                if shown := gate.feed(piece):
+                    parts.append(shown)
+                    yield TokenEvent(shown)
+            if shown := gate.finish():
+                parts.append(shown)
+                yield TokenEvent(shown)
+            if gate.declined:
+                focus = strong_passages(chunks, (request.query, retrieval_query))
+                again = DeclineGate()
+                if focus:
+                    logger.info(
+                        "the model declined: a second look at %d passage(s)",
+                        len(focus),
+                        extra={"event": "rag_second_look", "passages": len(focus)},
+                    )
+                    focused = [
+                        ChatMessage(
+                            role="system",
+                            content=RAG_SYSTEM_PROMPT.format(context=build_context(focus), chat_history=history_str),
+                        ),
+                        messages[1],
+                    ]
+                    async for piece in self._answer_pieces(focused, model, focus):
+                        if shown := again.feed(piece):
+                            parts.append(shown)
+                            yield TokenEvent(shown)
+                    if shown := again.finish():
+                        parts.append(shown)
+                        yield TokenEvent(shown)
+                if not focus or again.declined:
+                    # Still "I don't know": the first answer as the model wrote it.
+                    parts.append(gate.held)
+                    yield TokenEvent(gate.held)
             if not "".join(parts).strip():
                 # Nothing but thinking (or nothing at all): an error with the passages kept, not
                 # an empty answer rated and routed.
                 raise EmptyAnswerError(f"The model {model} wrote no answer")
         except RAGServiceError as e:
-            # The partial answer, whole (its last sentence perhaps cut off: not attributed).
-            rest = attribute.feed(cites.feed(think.finish()) + cites.finish()) + attribute.finish(complete=False)
-            if rest:
-                parts.append(rest)
-                yield TokenEvent(rest)
+            # What was held back is shown with the error (the partial answer, whole).
+            if gate.held and not parts:
+                parts.append(gate.held)
+                yield TokenEvent(gate.held)
             logger.warning(
                 "generation failed after %d chars: %s",
                 sum(map(len, parts)),
@@ -352,11 +381,19 @@ class RAGService:
             chunks, answer, coverage_context(chunks), llm_score, supported_share=grounding.supported_share
         )
 
-        # 8. Action and route target
-        action = determine_action(confidence.overall, self.confidence_threshold)
+        # 8. Action and route target: cited or routed, whatever the model wrote. Under the
+        # threshold, without a valid citation, or citing passages that hold few of the question's
+        # words (an answer about something else), the question goes to a person.
+        cited_ids = {c.source_id for c in citations}
+        focus = question_focus(
+            (request.query, retrieval_query), [c.chunk_text for c in chunks if c.source_id in cited_ids]
+        )
+        action, why = answer_action(confidence.overall, self.confidence_threshold, cited=bool(citations), focus=focus)
         route_to = None
         if action == "ROUTE":
-            route_to = await self.get_route_target(chunks, tenant_id=request.tenant_id, confidence=confidence.overall)
+            route_to = await self.get_route_target(
+                chunks, tenant_id=request.tenant_id, confidence=confidence.overall, why=why
+            )
 
         # 9. Response
         response = RAGResponse(
@@ -381,7 +418,7 @@ class RAGService:
                 "action": action,
                 "confidence": confidence.overall,
                 "citations": len(citations),
-                "citations_attributed": attribute.attached,
+                "citations_attributed": sum(1 for c in citations if c.attributed),
                 "grounded": response.grounded,
                 "supported_sentences": f"{grounding.supported}/{grounding.claims}",
                 "route_tag": route_to.tag if route_to else None,
@@ -431,6 +468,31 @@ class RAGService:
             raise
         except Exception as e:  # the vector store's own failures reach callers as ContextError
             raise ContextError(f"Context retrieval failed: {e}") from e
+
+    async def _answer_pieces(
+        self, messages: list[ChatMessage], model: str, chunks: Sequence[SearchResult]
+    ) -> AsyncIterator[str]:
+        """The model's answer as the asker may see it, piece by piece. Real models' habits are
+        undone before anyone sees a token: thinking written into the content is dropped, citations
+        written their own way become "[SourceId: …]" and invented ones go (the numbers count
+        `chunks`, the prompt's passages). Then a sentence that a passage supports but that cites
+        none gets that passage's citation, attributed by ragchat (attribution.py), as soon as the
+        sentence has ended. What is yielded is what is stored, counted and checked. If the stream
+        fails, the partial answer is yielded whole (its last sentence perhaps cut off: not
+        attributed) before the error."""
+        think = ThinkFilter()
+        cites = CitationNormalizer(chunks)
+        attribute = CitationAttributor(chunks)
+        try:
+            async for raw in self._guarded_stream(messages, model):
+                if piece := attribute.feed(cites.feed(think.feed(raw))):
+                    yield piece
+        except RAGServiceError:
+            if rest := attribute.feed(cites.feed(think.finish()) + cites.finish()) + attribute.finish(complete=False):
+                yield rest
+            raise
+        if piece := attribute.feed(cites.feed(think.finish()) + cites.finish()) + attribute.finish():
+            yield piece
 
     async def _guarded_stream(self, messages: list[ChatMessage], model: str) -> AsyncIterator[str]:
         """The LLM's token stream, with a stall guard: no token for RAG_TIMEOUT_SECONDS (plus a

@@ -49,6 +49,15 @@ _BACK_REFERENCES = {
 }  # fmt: skip
 # A question with this many topic words of its own, and nothing pointing back, stands alone.
 SELF_CONTAINED_TERMS = 3
+# A question that names the asker's own action and what it is done to ("How do I contact the
+# helpdesk?", "Where do I submit expenses?", "Can I bring guests?") says all it means: with
+# ACTION_TERMS topic words (the verb and its object) and nothing pointing back, it stands alone.
+# "When is the post-mortem due?" names no action of the asker's and still leans on the topic.
+_OWN_ACTION = re.compile(
+    r"^(?:(?:how|where|when|who|whom|which|what|why) )?"
+    r"(?:do|can|could|may|might|should|must|shall|will|would) (?:i|we|you) [a-z]"
+)
+ACTION_TERMS = 2
 
 
 @runtime_checkable
@@ -69,6 +78,16 @@ class Reranker(Protocol):
 # terms: stemmed, stopwords out) is kept whatever its cosine; a question whose words no passage
 # holds still gets zero context (docs/answer-quality.md "The similarity floor").
 KEYWORD_MATCH_SHARE = 0.6
+
+
+def strong_passages(chunks: Sequence[SearchResult], queries: Sequence[str], *, limit: int = 2) -> list[SearchResult]:
+    """The passages that hold at least KEYWORD_MATCH_SHARE of a query's words (the question as
+    asked or as searched), most words first, then in the prompt's order; at most `limit`."""
+    shares = [
+        (max((keyword_share(q, c.chunk_text) for q in queries if q), default=0.0), i) for i, c in enumerate(chunks)
+    ]
+    strong = sorted((-share, i) for share, i in shares if share >= KEYWORD_MATCH_SHARE)
+    return [chunks[i] for _, i in strong[:limit]]
 
 
 def passes_floor(candidate: SearchResult, *, query: str, min_score: float) -> bool:
@@ -187,10 +206,11 @@ def is_follow_up(query: str) -> bool:
     """Whether a question needs the conversation to be understood (asked after earlier turns).
 
     Deterministic and lexical: a continuation opener or a back-reference makes it a follow-up; so
-    does having fewer than SELF_CONTAINED_TERMS topic words ("And for P2?", "When is it due?").
-    Otherwise the question stands alone and is a new topic, even if it shares a word with the old
-    one: carrying "reset password" into "What is the parental leave policy for new fathers?" only
-    pulls the search away from what was asked.
+    does having fewer than SELF_CONTAINED_TERMS topic words ("And for P2?", "When is the
+    post-mortem due?"), unless it names the asker's own action and its object (_OWN_ACTION: "How
+    do I contact the helpdesk?"). Otherwise the question stands alone and is a new topic, even if
+    it shares a word with the old one: carrying "reset password" into "What is the parental leave
+    policy for new fathers?" only pulls the search away from what was asked.
     """
     text = " ".join(query.lower().split())
     words = _TERM_RE.findall(text)
@@ -200,7 +220,10 @@ def is_follow_up(query: str) -> bool:
         return True
     if any(w in _BACK_REFERENCES for w in words):
         return True
-    return len(_topic_terms(query)) < SELF_CONTAINED_TERMS
+    terms = len(_topic_terms(query))
+    if _OWN_ACTION.match(text) and terms >= ACTION_TERMS:
+        return False
+    return terms < SELF_CONTAINED_TERMS
 
 
 def standalone_query(query: str) -> str | None:

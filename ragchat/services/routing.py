@@ -52,19 +52,24 @@ def route_target(
     admin_email: str,
     confidence: int | None = None,
     reason_prefix: str = "",
+    why: str | None = None,
 ) -> RouteTarget:
     """The tag's owner if the tag has one with an email; the admin otherwise, saying which link is
     missing. With `confidence` the owner route's reason reads "Low confidence: 45% - routing to hr
-    owner"; `reason_prefix` leads every reason (the app's "Asked the owner: ")."""
+    owner", with `why` "<why> - routing to hr owner"; `reason_prefix` leads every reason (the app's
+    "Asked the owner: ")."""
     if tag is None:
         return admin_fallback(f"{reason_prefix}No specific tags in context", admin_email=admin_email)
     if owner is None or not owner.user_id:
         return admin_fallback(f"{reason_prefix}No owner for tag '{tag}'", admin_email=admin_email)
     if not owner.email:
         return admin_fallback(f"{reason_prefix}Owner not found for tag '{tag}'", admin_email=admin_email)
-    reason = (
-        f"Routing to {tag} owner" if confidence is None else f"Low confidence: {confidence}% - routing to {tag} owner"
-    )
+    if why:
+        reason = f"{why} - routing to {tag} owner"
+    elif confidence is not None:
+        reason = f"Low confidence: {confidence}% - routing to {tag} owner"
+    else:
+        reason = f"Routing to {tag} owner"
     return RouteTarget(
         tag=tag,
         owner_user_id=str(owner.user_id),
@@ -81,6 +86,7 @@ async def get_route_target(
     admin_email: str,
     tenant_id: str = "default",
     confidence: int | None = None,
+    why: str | None = None,
 ) -> RouteTarget:
     """Context tags -> primary tag -> its owner (looked up) -> `route_target()`."""
     if not context_results:
@@ -94,4 +100,4 @@ async def get_route_target(
         except Exception as e:  # a failed lookup must not lose the question: the admin gets it
             logger.exception("tag owner lookup failed for %s", tag, extra={"event": "owner_lookup_failed", "tag": tag})
             return admin_fallback(f"Owner lookup failed for tag '{tag}' ({type(e).__name__})", admin_email=admin_email)
-    return route_target(tag=tag, owner=owner, admin_email=admin_email, confidence=confidence)
+    return route_target(tag=tag, owner=owner, admin_email=admin_email, confidence=confidence, why=why)

@@ -13,22 +13,69 @@
   // ---- composer: Enter to send, a length counter, and the text kept until the server takes it --
   const MAX = parseInt(composer.dataset.max || "0", 10);
   const count = document.getElementById("question-count");
+  const send = composer.querySelector(".composer-send");
+  let waiting = false; // a question waits for the answer being written
+  const showNote = (text, kind) => {
+    const note = document.getElementById("composer-note");
+    if (!note) return;
+    note.className = "composer-note" + (text ? " composer-note-" + kind : "");
+    note.textContent = text;
+    delete note.dataset.local;
+  };
+  // Why the box will not send (empty, too long), said where the server's reasons are said, and
+  // taken back once it no longer holds.
+  const localNote = (why, text) => {
+    showNote(text, "error");
+    const note = document.getElementById("composer-note");
+    if (note && text) note.dataset.local = why;
+  };
+  const localNoteShown = (why) => {
+    const note = document.getElementById("composer-note");
+    return !!note && note.dataset.local === why;
+  };
+  const length = () => question.value.trim().length;
+  const tooLong = () => MAX > 0 && length() > MAX;
+  const tooLongNote = () => {
+    const n = length();
+    localNote("limit", `Too long to send: ${n.toLocaleString("en")} characters, ${(n - MAX).toLocaleString("en")} over the limit of ${MAX.toLocaleString("en")}. Shorten your question.`);
+  };
   const grow = () => {
     question.style.height = "auto";
     question.style.height = Math.min(question.scrollHeight, 200) + "px";
   };
   const counted = () => {
-    const n = question.value.trim().length;
-    if (count) count.textContent = n.toLocaleString("en");
-    composer.classList.toggle("over-limit", MAX > 0 && n > MAX);
+    const over = tooLong();
+    if (count) count.textContent = length().toLocaleString("en");
+    composer.classList.toggle("over-limit", over);
+    if (send) send.disabled = over;
+    if (over) tooLongNote();
+    else if (localNoteShown("limit")) showNote("", "");
+    if (length() && localNoteShown("empty")) showNote("", "");
+  };
+  // Whether the box may send; if not, the reason is shown and the box keeps its text.
+  const sendable = () => {
+    if (!length()) {
+      localNote("empty", composer.dataset.empty || "");
+      question.focus();
+      return false;
+    }
+    if (tooLong()) {
+      tooLongNote();
+      return false;
+    }
+    return true;
   };
   question.addEventListener("input", () => { grow(); counted(); });
   question.addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
-      if (question.value.trim()) composer.requestSubmit();
+      if (sendable()) composer.requestSubmit();
     }
   });
+  // The landing page's form posts; a chat's is sent over its websocket (htmx:wsConfigSend below).
+  if (!composer.hasAttribute("ws-send")) {
+    composer.addEventListener("submit", (e) => { if (!sendable()) e.preventDefault(); });
+  }
   counted();
   if (question.value) grow();
   if (!messages) return; // the landing page: a plain form that starts a new chat
@@ -48,22 +95,7 @@
   // being written waits and goes when that answer ends; one sent while disconnected is queued by
   // the ws extension and sent on reconnect.
   let sentText = null;
-  let waiting = false;
   const answering = () => !!messages.querySelector('[data-status="streaming"]');
-  const showNote = (text, kind) => {
-    const note = document.getElementById("composer-note");
-    if (!note) return;
-    note.className = "composer-note" + (text ? " composer-note-" + kind : "");
-    note.textContent = text;
-    if (text && kind === "info") {
-      const cancel = document.createElement("button");
-      cancel.type = "button";
-      cancel.className = "btn btn-ghost btn-sm composer-cancel";
-      cancel.textContent = "Don't send";
-      cancel.addEventListener("click", () => { waiting = false; showNote("", ""); question.focus(); });
-      note.append(" ", cancel);
-    }
-  };
   composer.classList.toggle("answering", answering()); // Send becomes Stop while an answer streams
   // Stop names the answer it stops (a stop arriving after that answer ended must not stop the next).
   const stopButton = composer.querySelector(".composer-stop");
@@ -77,10 +109,17 @@
   const wait = () => {
     waiting = true;
     showNote("Your question will be sent when the current answer is finished.", "info");
+    const cancel = document.createElement("button");
+    cancel.type = "button";
+    cancel.className = "btn btn-ghost btn-sm composer-cancel";
+    cancel.textContent = "Don't send";
+    cancel.addEventListener("click", () => { waiting = false; showNote("", ""); question.focus(); });
+    const note = document.getElementById("composer-note");
+    if (note) note.append(" ", cancel);
   };
   document.body.addEventListener("htmx:wsConfigSend", (e) => {
     if (e.target !== composer) return;
-    if (!question.value.trim()) { e.preventDefault(); return; }
+    if (!sendable()) { e.preventDefault(); return; }
     if (answering()) { e.preventDefault(); wait(); return; }
     sentText = question.value;
     composer.classList.add("sending");
@@ -101,18 +140,36 @@
     grow();
     counted();
   };
+  // Every question shows Edit; where it cannot be edited, Edit says why when pressed (and on hover):
+  // only the latest question can be, unless it went to a person, and not while an answer is being
+  // written (the server refuses the same, in the same words: #messages holds them).
+  const editReason = (article, last) => {
+    if (article !== last) return messages.dataset.editLast || "";
+    // A question that went to a person stays as asked.
+    if (messages.querySelector(`[data-reply-to="${article.id.slice(1)}"][data-routed]`)) return messages.dataset.editRouted || "";
+    if (answering()) return messages.dataset.editBusy || "";
+    return "";
+  };
   const markEditable = () => {
     const users = messages.querySelectorAll(".msg-user");
     const last = users.length ? users[users.length - 1] : null;
-    // A question that went to a person stays as asked (the server refuses to change it too).
-    const routed = last && messages.querySelector(`[data-reply-to="${last.id.slice(1)}"][data-routed]`);
     messages.querySelectorAll(".msg-edit").forEach((b) => {
-      b.hidden = answering() || !last || !last.contains(b) || !!routed;
+      const reason = editReason(b.closest(".msg-user"), last);
+      b.hidden = false;
+      b.setAttribute("aria-disabled", reason ? "true" : "false");
+      b.dataset.reason = reason;
+      if (reason) b.title = reason;
+      else b.removeAttribute("title");
     });
   };
   messages.addEventListener("click", (e) => {
     const button = e.target.closest(".msg-edit");
     if (!button || !editField) return;
+    if (button.getAttribute("aria-disabled") === "true") {
+      markEditable(); // the reason as things stand now
+      if (button.dataset.reason) showNote(button.dataset.reason, "info");
+      return;
+    }
     if (!editing()) textBeforeEdit = question.value;
     editField.value = button.dataset.edit;
     editField.disabled = false;

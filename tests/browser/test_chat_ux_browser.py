@@ -310,8 +310,8 @@ def test_edit_the_last_question_and_ask_again(server, chromium, fake_ollama, siz
     page.keyboard.press("Enter")
     page.wait_for_function("document.querySelectorAll('article.msg-assistant.status-complete').length === 2")
     assert _ask_more.count() == 2
-    assert page.locator("article.msg-user .msg-edit:visible").count() == 1
-    assert page.locator("article.msg-user").last.locator(".msg-edit").is_visible()
+    assert page.locator("article.msg-user .msg-edit[aria-disabled='false']").count() == 1
+    assert page.locator("article.msg-user").last.locator(".msg-edit").get_attribute("aria-disabled") == "false"
     page.screenshot(path=str(ARTIFACTS / f"chat-edit-{size[0]}.png"))
     context.close()
 
@@ -321,9 +321,9 @@ def test_a_question_sent_to_a_person_offers_no_edit(server, chromium, fake_ollam
     context, page = _page(chromium, server.url, (1280, 800, False))
     _ask(page, "How many vacation days do I get?")
     page.wait_for_selector("article.msg-assistant[data-routed]", timeout=20_000)
-    assert page.locator("article.msg-user .msg-edit:visible").count() == 0
+    assert page.locator("article.msg-user .msg-edit[aria-disabled='false']").count() == 0
     page.reload()
-    assert page.locator("article.msg-user .msg-edit:visible").count() == 0
+    assert page.locator("article.msg-user .msg-edit[aria-disabled='false']").count() == 0
     context.close()
 
 

@@ -117,6 +117,9 @@ def test_mark_source_outdated_warns_on_the_citation(server, chromium, fake_ollam
     owner.select_option("#outdated-doc", label="Parking and Garage")
     owner.fill("#outdated-note", "The garage opens on holidays since 2026.")
     owner.click("#outdated-form button[type=submit]")
+    # It asks first, saying what it will affect (tests/browser/test_loop_edges_browser.py looks closer).
+    owner.wait_for_selector("#outdated-card:has-text('Mark “Parking and Garage” outdated?')")
+    owner.click("#outdated-confirm-form button:has-text('Mark outdated')")
     owner.wait_for_selector(".answer-card:has-text('Source marked outdated')")
     owner.wait_for_selector(".src-outdated:has-text('opens on holidays')")
 

@@ -171,10 +171,21 @@ def test_a_new_chat_begins_with_its_first_question(signed_in, user):
 def test_a_refused_first_question_comes_back_with_its_text_and_reason(signed_in, user):
     long_question = "Why " + "really " * 400
     response = signed_in.post(reverse("chat:new"), {"question": long_question})
-    assert response.status_code == 400
-    page = response.content.decode()
+    # Post/redirect/get: the landing page says why, with the text in the box; reloading it asks
+    # nothing again (the browser's address is the landing page's, not the form's).
+    assert response.status_code == 302 and response.url == reverse("home")
+    page = signed_in.get(response.url).content.decode()
     assert "Your question is too long (" in page and "please keep it under 2000 characters" in page
     assert long_question.strip() in page  # the text is still in the box
+    reloaded = signed_in.get(reverse("home")).content.decode()
+    assert "too long" not in reloaded and long_question.strip() not in reloaded
+    assert not ChatSession.objects.filter(owner=user).exists()
+
+
+def test_an_empty_first_question_is_told_what_to_do(signed_in, user):
+    response = signed_in.post(reverse("chat:new"), {"question": "  \n "})
+    assert response.url == reverse("home")
+    assert "Type your question first, then send it." in signed_in.get(response.url).content.decode()
     assert not ChatSession.objects.filter(owner=user).exists()
 
 

@@ -113,3 +113,30 @@ def test_answers_refuse_a_broken_labelled_set(answer_settings, tmp_path):
 
 def test_the_shipped_set_is_the_default():
     assert ANSWER_SET.name == "answer_set.jsonl" and ANSWER_SET.exists()
+
+
+@pytest.mark.parametrize("habit", ["none", "numbered", "invented"])
+def test_answers_keep_their_promises_on_the_product_embedder(settings, tmp_path, fake_ollama, habit):
+    """The targets on the labelled set, with the embedder the product runs (all-MiniLM-L6-v2 through
+    ONNX) and the careful extracting model in a citation habit: no marker at all, "[1]"-style
+    numbers, and real citations mixed with invented ids. Every answerable answer that does not
+    decline is cited; no supported sentence is left uncited; at most 10 % of answerable questions
+    and at least 90 % of unanswerable ones go to a person."""
+    settings.RAG = replace(
+        settings.RAG,
+        qdrant_path=str(tmp_path / "live-qdrant"),
+        ollama_base_url=fake_ollama.url,
+        embedding_backend="local",
+        embedding_model="all-MiniLM-L6-v2",
+    )
+    fake_ollama.token_delay(0.0)
+    fake_ollama.reply_from_context(cite=habit != "none")
+    if habit != "none":
+        fake_ollama.habits(citations=habit)
+    report, _ = run_answers(tmp_path)
+    summary, failing = report["summary"], report["summary"]["failing"]
+    assert summary["answerable_cited_excluding_dont_know"] == 1.0, failing["no_valid_citation"]
+    assert summary["answerable_cited"] >= 0.95, failing["no_valid_citation"]
+    assert summary["uncited_supported_sentences"] == 0, failing["uncited_supported"]
+    assert summary["answerable_routed"] <= 0.10, failing["answerable_routed"]
+    assert summary["unanswerable_routed"] >= 0.90, failing["unanswerable_not_routed"]

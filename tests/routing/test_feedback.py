@@ -8,18 +8,20 @@ References: requirement IDs (R-…): docs/requirements.md.
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
 from chat.models import AnswerFeedback, ChatSession, Message
-from documents.models import Document
+from documents.models import Document, Tag
 from ragchat.mail import wait_sent
 from routing.figures import tag_figures
-from routing.models import RoutedQuestion
+from routing.models import RoutedQuestion, VerifiedAnswer
 from routing.services import question_answer
 from tests.chat.conftest import ChatSocket, open_tab
 from tests.routing.conftest import (
@@ -400,6 +402,9 @@ async def test_review_page_reads_as_a_review_and_withholds_sources_the_owner_may
     assert "Laptops.md" not in page and "1 source you do not have access to is not shown" in page
     # The outdated choice lists only documents the owner may read.
     assert f'value="{PARKING_DOC}"' in page and f'value="{LAPTOP_DOC}"' not in page
+    # Named by its question, not by the routing notice it was built with (issue 38).
+    assert f"<title>Review item: {PARKING_Q}" in page
+    assert "Review: " not in page and "Sent to the owner of Facilities for review" in page
 
 
 # ------------------------------------------------------------------------------------- resolutions
@@ -445,7 +450,7 @@ async def test_mark_a_source_outdated_warns_wherever_it_is_cited(
         assert (await post(other, url, {"document": PARKING_DOC})).status_code == 404
     assert (await sync_to_async(Document.objects.get)(pk=PARKING_DOC)).outdated_at is None
 
-    response = await post(owner, url, {"document": PARKING_DOC, "note": "Garage rebuilt in 2026."})
+    response = await post(owner, url, {"document": PARKING_DOC, "note": "Garage rebuilt in 2026.", "confirm": "1"})
     assert response.status_code == 302
     item = await reload(item)
     assert (
@@ -469,7 +474,7 @@ async def test_mark_a_source_outdated_warns_wherever_it_is_cited(
     assert "Outdated" in (await get(owner, reverse("routing:question", args=[item.pk]))).content.decode()
 
     # Idempotent: the item is resolved; a second POST changes nothing and tells nobody.
-    response = await post(owner, url, {"document": PARKING_DOC, "note": "Again."})
+    response = await post(owner, url, {"document": PARKING_DOC, "note": "Again.", "confirm": "1"})
     assert response.status_code == 302 and len(mailoutbox) == 1
     assert (await sync_to_async(Document.objects.get)(pk=PARKING_DOC)).outdated_note == "Garage rebuilt in 2026."
 
@@ -480,6 +485,82 @@ async def test_mark_a_source_outdated_warns_wherever_it_is_cited(
     assert (await sync_to_async(Document.objects.get)(pk=PARKING_DOC)).outdated_at is None
     page = (await get(asker, reverse("chat:session", args=[session.pk]))).content.decode()
     assert "Marked outdated" not in page
+
+
+@sync_to_async
+def verified_on_parking(owner, question: str, *, publishes: bool = False) -> VerifiedAnswer:
+    """A verified answer that relied on the parking document (or, `publishes`, is published by it)."""
+    tag = Tag.objects.get(slug="facilities")
+    verified = VerifiedAnswer.objects.create(
+        tag=tag,
+        question=question,
+        answer="At the facilities desk.",
+        verified_by=owner,
+        verified_at=timezone.now() - timedelta(seconds=30),
+        review_by=timezone.localdate() + timedelta(days=90),
+        document_id=PARKING_DOC if publishes else None,
+    )
+    if not publishes:
+        verified.relied_on.add(PARKING_DOC)
+    return verified
+
+
+async def test_marking_a_source_outdated_asks_first_saying_what_it_affects(asker, owner, corpus, fake_ollama):
+    """Issue 38: one click flagged a document and sent verified answers to "Needs review" with an
+    empty note. Now the note is required, and the owner is told before anything changes how many
+    verified answers go to "Needs review" and how many answers cite it; without script on a page of
+    its own, with htmx in place of the card."""
+    session, answer = await cited_answer(asker, fake_ollama)
+    await post(asker, vote_url(answer), {"vote": "-1", "reason": "outdated"})
+    [item] = await items()
+    relying = await verified_on_parking(owner, "Who issues garage permits?")
+    published = await verified_on_parking(owner, "Where is the garage?", publishes=True)
+    url = reverse("routing:review_outdated", args=[item.pk])
+
+    async def unchanged() -> None:
+        doc = await sync_to_async(Document.objects.get)(pk=PARKING_DOC)
+        assert doc.outdated_at is None and (await reload(item)).status == "open"
+        assert {(await reload(v)).status for v in (relying, published)} == {"verified"}
+
+    # The page shows the form: a note is required, and it says it will ask first.
+    page = (await get(owner, reverse("routing:question", args=[item.pk]))).content.decode()
+    assert 'id="outdated-note" name="note" rows="2" maxlength="2000" required' in page
+    assert "Mark outdated…" in page
+
+    # Without script: the first post is a page that asks, saying what it will affect.
+    response = await post(owner, url, {"document": PARKING_DOC, "note": "Garage rebuilt in 2026."})
+    html = response.content.decode()
+    assert response.status_code == 200 and "<title>Mark “Parking.md” outdated?" in html
+    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    assert "send 2 verified answers to “Needs review”" in text
+    assert "Who issues garage permits? · verified by Olivia Owner" in text and "Where is the garage?" in text
+    assert "put a warning on its citations in 1 answer," in text
+    assert "Garage rebuilt in 2026." in text
+    assert 'name="confirm" value="1"' in html and f'href="{reverse("routing:question", args=[item.pk])}">Cancel' in html
+    await unchanged()
+
+    # No note (or only spaces, or confirmed without one): the form again, saying so, document kept.
+    for data in ({"document": PARKING_DOC, "note": "  "}, {"document": PARKING_DOC, "confirm": "1"}):
+        response = await post(owner, url, data)
+        html = response.content.decode()
+        assert response.status_code == 400 and "Write a note on why it is outdated" in html
+        assert f'<option value="{PARKING_DOC}" selected>' in html and 'aria-invalid="true"' in html
+        await unchanged()
+
+    # With htmx: the card comes back in place, asking; confirming redirects the page.
+    response = await post(owner, url, {"document": PARKING_DOC, "note": "Garage rebuilt in 2026."}, **HTMX)
+    html = response.content.decode()
+    assert response.status_code == 200 and html.lstrip().startswith('<section class="card review-card outdated-card"')
+    assert "2 verified answers" in html and "<html" not in html
+    await unchanged()
+    response = await post(
+        owner, url, {"document": PARKING_DOC, "note": "Garage rebuilt in 2026.", "confirm": "1"}, **HTMX
+    )
+    assert response.status_code == 200 and response["HX-Redirect"] == reverse("routing:question", args=[item.pk])
+    doc = await sync_to_async(Document.objects.get)(pk=PARKING_DOC)
+    assert doc.outdated_at is not None and doc.outdated_note == "Garage rebuilt in 2026."
+    assert {(await reload(v)).status for v in (relying, published)} == {"needs_review"}
+    assert (await reload(item)).resolution == "outdated"
 
 
 async def test_dismiss_with_a_note_shows_on_my_questions_only(
@@ -506,6 +587,11 @@ async def test_dismiss_with_a_note_shows_on_my_questions_only(
     assert "Reviewed: dismissed" in mine and "The permit rules are unchanged." in mine
     # Resolved: other actions are refused with a message, nothing changes.
     await post(owner, reverse("routing:review_outdated", args=[item.pk]), {"document": PARKING_DOC})
+    await post(
+        owner,
+        reverse("routing:review_outdated", args=[item.pk]),
+        {"document": PARKING_DOC, "note": "n", "confirm": "1"},
+    )
     assert (await sync_to_async(Document.objects.get)(pk=PARKING_DOC)).outdated_at is None
 
 

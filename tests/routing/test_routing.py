@@ -399,6 +399,25 @@ async def test_answer_is_delivered_live_into_the_open_session(asker, owner, corp
     assert reverse("chat:session", args=[session.pk]) in mail.body
 
 
+async def test_an_answered_question_page_says_where_it_went_not_where_it_is_going(asker, owner, corpus, fake_ollama):
+    """Issue 38: the page kept the orange "Low confidence: …% - routing to the owner of …" notice
+    after the answer; once answered it says, muted, where the question went."""
+    low_confidence(fake_ollama)
+    await ask(asker, PARKING_Q)
+    [question] = await routed()
+    url = reverse("routing:question", args=[question.pk])
+    page = (await get(owner, url)).content.decode()
+    assert '<p class="question-reason"><span aria-hidden="true">↗</span> Low confidence: ' in page
+    assert "routing to the owner of Facilities</p>" in page and f"<title>Question: {PARKING_Q}" in page
+
+    await sync_to_async(question_answer)(question=question, user=owner, text="Ask the facilities desk.")
+    page = (await get(owner, url)).content.decode()
+    assert '<p class="question-reason">' not in page and "routing to" not in page
+    assert re.search(
+        r'<p class="question-reason is-settled">Low confidence: \d+% - sent to the owner of Facilities</p>', page
+    )
+
+
 async def test_answer_is_there_on_reload_and_the_badge_clears_when_opened(asker, owner, corpus, fake_ollama):
     low_confidence(fake_ollama)
     session, _ = await ask(asker, PARKING_Q)

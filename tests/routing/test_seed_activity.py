@@ -52,6 +52,10 @@ def test_seed_activity_is_labelled_deterministic_and_feeds_the_report(rag_runtim
     published = VerifiedAnswer.objects.select_related("document")
     assert published.count() == 5 and all(v.document.status == Document.Status.READY for v in published)
     assert AnswerFeedback.objects.filter(vote=-1).exists() and AnswerFeedback.objects.filter(vote=1).exists()
+    # One question, one item: a down-voted routed draft carries the vote, with no review item beside it.
+    routed = RoutedQuestion.objects.exclude(origin="feedback")
+    assert routed.filter(feedback__vote=-1).exists()
+    assert not RoutedQuestion.objects.filter(origin="feedback", message__in=routed.values("message")).exists()
 
     now = timezone.now()
     first = _figures(now)

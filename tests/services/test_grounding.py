@@ -68,6 +68,24 @@ def test_number_words_and_word_forms_count_as_the_same():
     assert check_answer(answer, [LEAVE]).sentences[0].status == "supported"
 
 
+def test_a_sentence_anchored_by_its_figures_may_paraphrase_more_of_its_words():
+    # "minimum length" for "at least": half of the words, and the figure, are in the passage
+    passwords = SearchResult(
+        document_id="550e8400-e29b-41d4-a716-446655440002",
+        chunk_index=0,
+        document_name="it.md",
+        chunk_text="Passwords must have at least 14 characters. Use the company password manager for every account.",
+        score=0.6,
+    )
+    (result,) = check_answer("The minimum length of a password is 14 characters.", [passwords]).sentences
+    assert (result.status, result.supported_by) == ("uncited", passwords.source_id)
+    # the same share of words with another figure, or with none, is not enough
+    (result,) = check_answer("The minimum length of a password is 12 characters.", [passwords]).sentences
+    assert result.status == "unsupported" and "12" in result.missing_facts
+    (result,) = check_answer("The minimum length of a password is strict.", [passwords]).sentences
+    assert result.status == "unsupported"
+
+
 def test_sentences_split_where_a_reader_would():
     text = (
         "Dr. Marsh is the DPO [SourceId: a]. The fee is 2.5 EUR, e.g. for cards.\n\n"

@@ -336,6 +336,35 @@ async def test_generate_low_confidence_routes(rag, fake_ollama, owners):
     assert route.reason == f"Low confidence: {response.confidence.overall}% - routing to hr owner"
 
 
+async def test_an_uncited_answer_is_routed_however_confident(rag, fake_ollama, owners):
+    # A one-word answer states nothing a passage could support: no citation, not even attributed.
+    owners[("hr", "default")] = TagOwner(user_id="42", email="hr.owner@company.com")
+    fake_ollama.reply("Vacation.")
+    fake_ollama.rating(95)
+    response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert response.citations == []
+    assert response.confidence.overall >= 60, "confident: the spec's threshold alone would cite it"
+    assert response.action == "ROUTE"
+    assert response.route_to.reason == "No passage cited - routing to hr owner"
+
+
+async def test_an_answer_citing_passages_off_the_question_is_routed(rag, fake_ollama, owners):
+    # A careful extracting model quotes the closest sentence, with its citation; the question asks
+    # about something no passage holds (a wedding), so the quote answers another question.
+    owners[("hr", "default")] = TagOwner(user_id="42", email="hr.owner@company.com")
+    fake_ollama.reply_from_context(cite=True)
+    fake_ollama.rating(95)
+    question = "Do interns get leave for their wedding abroad?"
+    response = await rag.generate(RAGRequest(query=question, user_tags=["hr"]))
+    assert response.citations, response.answer
+    assert response.confidence.overall >= 60
+    assert response.action == "ROUTE"
+    assert response.route_to.reason == "The cited passages hold few of the question's words - routing to hr owner"
+    # the same model on a question its passage answers is cited, not routed
+    response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert (response.action, bool(response.citations)) == ("CITE", True)
+
+
 async def test_generate_token_budget(rag, fake_ollama, rag_settings, vector):
     cite(fake_ollama, 1)
     history = []

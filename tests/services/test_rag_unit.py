@@ -16,15 +16,22 @@ import pytest
 from ragchat.services.budget import TokenBudget
 from ragchat.services.citations import build_context, extract_citations, make_snippet
 from ragchat.services.confidence import (
+    NO_FIGURE,
+    NOT_CITED,
+    OFF_QUESTION,
+    QUESTION_FOCUS_MIN,
     STOPWORDS,
+    answer_action,
     calculate_confidence,
     calculate_coverage,
     coverage_context,
     determine_action,
     extract_key_terms,
+    question_focus,
 )
 from ragchat.services.config import RAGSettings
 from ragchat.services.errors import TokenBudgetExceededError
+from ragchat.services.grounding import answers_with_a_figure
 from ragchat.services.prompts import CONFIDENCE_PROMPT, INSUFFICIENT_CONTEXT_ANSWER, RAG_SYSTEM_PROMPT
 from ragchat.services.retrieval import (
     STRATEGY_FIRST,
@@ -237,6 +244,54 @@ def test_determine_action_threshold():
     assert determine_action(0, 60) == "ROUTE"
 
 
+def test_an_answer_is_cited_or_routed():
+    # confident and cited, on the question's words: cited
+    assert answer_action(80, 60, cited=True, focus=0.67) == ("CITE", None)
+    # the spec's threshold first: its reason is the confidence itself
+    assert answer_action(40, 60, cited=False, focus=0.0) == ("ROUTE", None)
+    # confident, but no valid citation (a one-word answer, a model that cites nothing supported)
+    assert answer_action(84, 60, cited=False, focus=None) == ("ROUTE", NOT_CITED)
+    # confident and cited, but the cited passages hold under half of the question's words
+    assert answer_action(77, 60, cited=True, focus=0.4) == ("ROUTE", OFF_QUESTION)
+    assert answer_action(77, 60, cited=True, focus=QUESTION_FOCUS_MIN) == ("CITE", None)
+    # a question without a word to count (all stopwords) is not judged by its words
+    assert answer_action(77, 60, cited=True, focus=None) == ("CITE", None)
+    # "how many…?" answered without a figure: about something else
+    assert answer_action(77, 60, cited=True, focus=1.0, figure=False) == ("ROUTE", NO_FIGURE)
+
+
+@pytest.mark.parametrize(
+    "question, answer, states",
+    [
+        ("How many failed sign-in attempts lock an account?", "The service desk can unlock it earlier.", False),
+        ("How many failed sign-in attempts lock an account?", "Eight failed attempts lock it [1].", True),
+        ("How soon must a lost laptop be reported?", "Within an hour, to the IT helpdesk.", True),
+        ("How often are laptops replaced?", "Every four years.", True),
+        ("How often are backups tested?", "Backups are tested quarterly.", True),
+        ("How much is the home office allowance?", "It is paid with the salary.", False),
+        ("Who is our data protection officer?", "Dr Ingrid Solberg.", True),  # no figure asked for
+    ],
+)
+def test_a_question_asking_for_a_figure_needs_one_in_its_answer(question, answer, states):
+    assert answers_with_a_figure(question, answer) is states
+
+
+def test_question_focus_counts_the_question_as_asked_and_as_searched():
+    passage = "Full-time employees receive 28 days of paid annual leave per calendar year."
+    # "wedding" is nowhere in it: the passage answers another question
+    assert question_focus(["How many days of leave does the company give for a wedding?"], [passage]) < 0.5
+    assert question_focus(["How many days of annual leave do full-time employees get?"], [passage]) >= 0.5
+    # a glossary name the passage never uses: the searched form (with the other names) counts
+    asked = "How much PTO do I get?"
+    searched = "How much PTO do I get? (paid time off; annual leave)"
+    assert question_focus([asked], [passage]) == 0.0
+    assert question_focus([asked, searched], [passage]) >= 0.5
+    # the passages an answer cites count together; nothing cited holds nothing
+    assert question_focus(["annual leave carry over"], [passage, "Up to five days carry over."]) == 1.0
+    assert question_focus(["annual leave"], []) == 0.0
+    assert question_focus(["what is it?", ""], [passage]) is None
+
+
 # ---------------------------------------------------------------- token budget
 
 
@@ -435,6 +490,10 @@ def test_follow_up_topic_is_bounded():
         "And what if it is above that?",
         "When is the post-mortem due?",  # too few words of its own to stand alone
         "why?",
+        # the asker's own action, but on something said before
+        "How do I renew it?",
+        "Where do I send those?",
+        "Can I apply?",  # an action, and nothing it is done to
     ],
 )
 def test_follow_ups_are_told_apart(question):
@@ -449,10 +508,28 @@ def test_follow_ups_are_told_apart(question):
         "What is the guest WiFi network called?",
         # shares words with the earlier topic, yet stands alone: searched as asked
         "How many days of sick leave do full-time employees get?",
+        # two words of its own, but the asker's action and what it is done to (issue 38)
+        "How do I contact the helpdesk?",
+        "How do I report phishing?",
+        "Where do I submit expenses?",
+        "Can I bring guests?",
     ],
 )
 def test_new_topics_are_told_apart(question):
     assert not is_follow_up(question)
+
+
+def test_a_short_question_of_the_askers_own_action_does_not_inherit_the_previous_topic():
+    """Issue 38: after a Wi-Fi question, "How do I contact the helpdesk?" was searched as
+    "visitors second floor wi-fi password guests: How do I contact the helpdesk?"."""
+    history = [
+        ChatMessage("user", "What is the Wi-Fi password for visitors and guests on the second floor?"),
+        ChatMessage("assistant", "Ask reception."),
+    ]
+    question = "How do I contact the helpdesk?"
+    assert build_retrieval_query(query=question, history=history) == (question, STRATEGY_NEW_TOPIC)
+    text, strategy = build_retrieval_query(query="How do I change it?", history=history)
+    assert strategy == STRATEGY_FOLLOW_UP and text.endswith(": How do I change it?") and "wi-fi" in text
 
 
 def test_a_new_topic_does_not_inherit_the_previous_one():

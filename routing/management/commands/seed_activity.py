@@ -424,7 +424,9 @@ class Command(BaseCommand):
         ChatSession.objects.filter(pk=session.pk).update(created_at=when, updated_at=when)
         return session, user_msg, reply
 
-    def _vote(self, reply, asker, when, down_share: float, slug: str):
+    def _vote(self, reply, asker, when, down_share: float, slug: str, routed: RoutedQuestion | None = None):
+        """Maybe a vote on the reply. A down vote is a review item; on a routed draft it goes with
+        the routed question instead (one question, one item: routing.services.feedback_vote)."""
         if self.rng.random() > 0.35:
             return
         down = self.rng.random() < down_share
@@ -438,7 +440,9 @@ class Command(BaseCommand):
         )
         voted = when + timedelta(minutes=self.rng.randint(1, 30))
         _at([feedback], voted)
-        if down:
+        if down and routed is not None:
+            RoutedQuestion.objects.filter(pk=routed.pk).update(feedback=feedback)
+        elif down:
             self._review_item(feedback, reply, asker, voted, slug)
 
     def _review_item(self, feedback, reply, asker, at, slug):
@@ -566,7 +570,7 @@ class Command(BaseCommand):
         )
         _at([rq], when)
         gap.open_questions.append(rq)
-        self._vote(reply, asker, when, down_share=0.45, slug=slug)
+        self._vote(reply, asker, when, down_share=0.45, slug=slug, routed=rq)
 
     def _answer_due_groups(self, *, until):
         for gaps in self.gaps.values():
