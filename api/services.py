@@ -20,6 +20,11 @@ TOKEN_PREFIX = "rct_"
 LAST_USED_PRECISION = timedelta(minutes=1)  # at most one write a minute per token for "last used"
 
 
+# What a person is told when a token's form lacks a name or a scope (the page's form says it too).
+NAME_MISSING = "Give the token a name, so you know later what uses it."
+SCOPE_MISSING = "Choose at least one scope: read, chat, upload or answer."
+
+
 class TokenRefused(Exception):
     """The token cannot be made as asked; the message is for the person."""
 
@@ -39,11 +44,11 @@ def token_create(
 ) -> NewToken:
     name = (name or "").strip()
     if not name:
-        raise TokenRefused("Give the token a name, so you know later what uses it.")
+        raise TokenRefused(NAME_MISSING)
     scopes = sorted({s for s in scopes})
     unknown = [s for s in scopes if s not in AccessToken.Scope.values]
     if not scopes or unknown:
-        raise TokenRefused("Choose at least one scope: read, chat, upload or answer.")
+        raise TokenRefused(SCOPE_MISSING)
     now = now or timezone.now()
     key_id = secrets.token_hex(6)
     secret = f"{TOKEN_PREFIX}{key_id}_{secrets.token_urlsafe(32)}"

@@ -25,15 +25,28 @@ def _rows(tokens):
     return rows
 
 
+# Where a token just made waits for the page that shows its secret, once (post/redirect/get: a
+# reload of that page makes nothing and no longer shows the secret). The session lives on the server.
+NEW_TOKEN_KEY = "api.new_token"
+
+
+def _new_token_once(request):
+    """The token made by the last POST and its secret, taken out of the session: shown this once."""
+    made = request.session.pop(NEW_TOKEN_KEY, None)
+    if not isinstance(made, dict):
+        return None
+    token = policy.own_tokens(user=request.user).filter(pk=made.get("id"), revoked_at__isnull=True).first()
+    return services.NewToken(token=token, secret=made["secret"]) if token and made.get("secret") else None
+
+
 @login_required
 @never_cache  # the page that shows a new secret must not be kept by any cache
 @require_http_methods(["GET", "POST"])
 def token_list(request):
     form = TokenForm(request.POST or None)
-    created = None
     if request.method == "POST" and form.is_valid():
         try:
-            created = services.token_create(
+            made = services.token_create(
                 user=request.user,
                 name=form.cleaned_data["name"],
                 scopes=form.cleaned_data["scopes"],
@@ -43,15 +56,16 @@ def token_list(request):
         except services.TokenRefused as e:
             form.add_error(None, str(e))
         else:
-            form = TokenForm()
+            request.session[NEW_TOKEN_KEY] = {"id": made.token.pk, "secret": made.secret}
+            return redirect("tokens:list")
     context = {
         "form": form,
-        "created": created,
+        "created": _new_token_once(request) if request.method == "GET" else None,
         "tokens": _rows(policy.own_tokens(user=request.user)),
         "is_admin": policy.is_admin(request.user),
         "api_base": request.build_absolute_uri(reverse("api:api-root")),
     }
-    return render(request, "api/tokens.html", context, status=201 if created else 200)
+    return render(request, "api/tokens.html", context, status=400 if form.errors else 200)
 
 
 @login_required

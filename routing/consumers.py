@@ -59,6 +59,7 @@ class InboxConsumer(NavConsumer):
         except Http404:
             return None  # not theirs (or gone): say nothing
         open_count = selectors.inbox_open_count(user=self.user)
+        figures = nav_figures(self.user)
         rows = [r for r in selectors.inbox_rows(user=self.user) if row_id(r.question) == row_id(question)]
         return render_partial(
             "routing/_inbox_live.html",
@@ -66,6 +67,7 @@ class InboxConsumer(NavConsumer):
                 "row": rows[0] if rows else None,
                 "row_id": row_id(question),
                 "open_count": open_count,
-                "badge_count": selectors.inbox_badge_count(user=self.user),  # re-verify items too
+                "badge_count": figures["inbox_open"],  # re-verify items too
+                "bell": figures["bell"],
             },
         )

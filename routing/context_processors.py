@@ -1,5 +1,6 @@
-"""Navigation figures on every page: the asker's unread routed answers, everything waiting in the
-owner's inbox (open questions, review items, verified knowledge that needs review)."""
+"""Navigation figures on every page: everything waiting in the owner's inbox (open questions, review
+items, verified knowledge that needs review), and the bell's count of what is new for the person:
+their unread routed answers and what waits in their inbox (the list it opens: routing:whats_new)."""
 
 from django.utils.functional import SimpleLazyObject
 
@@ -10,11 +11,9 @@ from routing import selectors
 def nav_figures(user) -> dict:
     """The figures the navigation shows (pages, and the live badges of ws/nav/ and ws/inbox/)."""
     has_inbox = policy.has_inbox(user=user)
-    return {
-        "unread_answers": selectors.unread_answer_count(user=user),
-        "has_inbox": has_inbox,
-        "inbox_open": selectors.inbox_badge_count(user=user) if has_inbox else 0,
-    }
+    unread = selectors.unread_answer_count(user=user)
+    waiting = selectors.inbox_badge_count(user=user) if has_inbox else 0
+    return {"unread_answers": unread, "has_inbox": has_inbox, "inbox_open": waiting, "bell": unread + waiting}
 
 
 def routing_nav(request):

@@ -16,6 +16,7 @@ urlpatterns = [
     path("q/<id:question_id>/dismiss/", views.review_dismiss, name="review_dismiss"),
     path("escalate/<id:message_id>/", views.escalate, name="escalate"),
     path("notifications/", views.notification_settings, name="notifications"),
+    path("whats-new/", views.whats_new, name="whats_new"),
 ]
 
 urlpatterns += [

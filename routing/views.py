@@ -29,6 +29,7 @@ from ragchat.bounds import request_int
 from ragchat.htmx import redirect_after_post
 from ragchat.partials import render_partial
 from routing import charts, exports, figures, knowledge, selectors, services
+from routing.context_processors import nav_figures
 from routing.forms import AnswerForm, KnowledgeEditForm, NotificationPreferenceForm, ReportPeriodForm
 from routing.models import NotificationPreference, RoutedQuestion, VerifiedAnswer
 
@@ -245,6 +246,33 @@ def _back_to_answer(request, message, level: int, text: str) -> HttpResponse:
 @require_GET
 def my_questions(request):
     return render(request, "routing/mine.html", {"questions": selectors.questions_asked_by(user=request.user)[:100]})
+
+
+# How many of each kind the bell's list shows (the inbox and "My questions" list them all).
+WHATS_NEW_LIMIT = 20
+
+
+@login_required
+@require_GET
+def whats_new(request):
+    """The bell's list: answers to the person's questions they have not read yet, and what waits for
+    them as an owner (open questions and review items, verified knowledge to re-verify)."""
+    user = request.user
+    has_inbox = policy.has_inbox(user=user)
+    counts = nav_figures(user)
+    unread = selectors.unread_answers(user=user).select_related("tag", "answered_by").order_by("-answered_at", "-id")
+    return render(
+        request,
+        "routing/whats_new.html",
+        {
+            "answers": unread[:WHATS_NEW_LIMIT],
+            "unread_count": counts["unread_answers"],
+            "has_inbox": has_inbox,
+            "rows": selectors.inbox_rows(user=user, limit=WHATS_NEW_LIMIT) if has_inbox else [],
+            "review_items": knowledge.needs_review_items(user)[:WHATS_NEW_LIMIT] if has_inbox else [],
+            "waiting_count": counts["inbox_open"],
+        },
+    )
 
 
 @login_required

@@ -80,19 +80,6 @@
   if (question.value) grow();
   if (!messages) return; // the landing page: a plain form that starts a new chat
 
-  // ---- the chat menu closes on Escape (focus back on its button) and on a click elsewhere ----
-  const menu = document.querySelector(".chat-menu");
-  if (menu) {
-    menu.addEventListener("keydown", (e) => {
-      if (e.key === "Escape" && menu.open) {
-        e.stopPropagation();
-        menu.open = false;
-        menu.querySelector("summary").focus();
-      }
-    });
-    document.addEventListener("click", (e) => { if (menu.open && !menu.contains(e.target)) menu.open = false; });
-  }
-
   // ---- auto-scroll: follow new content only if the reader has not scrolled up -------------
   let pinned = true;
   const PIN_SLACK = 80;
@@ -357,31 +344,7 @@
   });
 
   // ---- copy (an answer as Markdown with its sources; a code block) and code highlighting ----
-  const copyText = (text, button) => {
-    const done = () => {
-      const label = button.textContent;
-      button.textContent = "Copied";
-      setTimeout(() => { button.textContent = label; }, 1500);
-    };
-    if (navigator.clipboard && window.isSecureContext) {
-      navigator.clipboard.writeText(text).then(done, () => fallbackCopy(text) && done());
-    } else if (fallbackCopy(text)) {
-      done();
-    }
-  };
-  const fallbackCopy = (text) => {
-    // Plain-HTTP pages have no clipboard API: a hidden textarea and the copy command do it.
-    const area = document.createElement("textarea");
-    area.value = text;
-    area.setAttribute("readonly", "");
-    area.className = "visually-hidden";
-    document.body.append(area);
-    area.select();
-    let ok = false;
-    try { ok = document.execCommand("copy"); } catch (e) { ok = false; }
-    area.remove();
-    return ok;
-  };
+  const copyText = window.ragchatCopy; // static/js/copy.js
   messages.addEventListener("click", (e) => {
     const button = e.target.closest && e.target.closest(".msg-copy, .code-copy");
     if (!button) return;

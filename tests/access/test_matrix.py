@@ -429,6 +429,8 @@ ROUTES: dict[str, Route] = {
     "routing:escalate": Route("POST", messages, state=_counts("routing.RoutedQuestion")),
     # One's own notification settings (no id in the URL: nobody else's are reachable).
     "routing:notifications": Route("GET", one(SIGNED_IN)),
+    # One's own "what's new" (the bell): one's unread answers, what waits in one's own inbox.
+    "routing:whats_new": Route("GET", one(SIGNED_IN)),
     "routing:notifications#save": Route(
         "POST",
         one(SIGNED_IN),
@@ -793,12 +795,12 @@ async def test_inbox_and_nav_sockets_for_role(role, path, async_world):
     for question in w.questions.values():  # every question's event, sent to this user's own group
         await layer.group_send(user_group_name(user.pk), {"type": "inbox.question", "question_id": question.pk})
     await layer.group_send(user_group_name(user.pk), {"type": "nav.badges"})
-    frames = await _frames(comm, expect=frozenset({'id="nav-unread-answers"'}))
+    frames = await _frames(comm, expect=frozenset({'id="nav-bell-count"'}))
     for frame in frames:
         assert not leaked(role, frame), f"{role} got {leaked(role, frame)}"
     figures = await sync_to_async(nav_figures)(user)
-    assert frames and 'id="nav-unread-answers"' in frames[-1]
-    assert f">{figures['unread_answers']}</span>" in frames[-1]
+    assert frames and 'id="nav-bell-count"' in frames[-1]
+    assert f">{figures['bell']}</span>" in frames[-1]
     assert ('id="nav-inbox-count"' in frames[-1]) == figures["has_inbox"]
     await comm.disconnect()
 

@@ -79,10 +79,21 @@ def test_make_a_token_see_it_once_and_use_it(server, chromium, size):  # noqa: F
         page.check("input[name=scopes][value=chat]")
         page.select_option("select[name=expires_in_days]", "30")
         page.click("button:has-text('Create token')")
+        page.wait_for_url(server.url + "/api/tokens/")
         secret = page.input_value("#new-token")
         assert secret.startswith("rct_")
         page.screenshot(path=str(ARTIFACTS / f"api-tokens-created-{size}.png"), full_page=True)
         assert not _too_wide(page), _too_wide(page)
+        # The Copy button puts the whole token on the clipboard and says so.
+        context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server.url)
+        copy = page.get_by_role("button", name="Copy")
+        copy.click()
+        page.wait_for_selector(".token-copy button:has-text('Copied')")
+        assert page.evaluate("navigator.clipboard.readText()") == secret
+        # A reload asks the server again with a GET: no second token, and the secret is gone.
+        page.reload()
+        assert page.locator("#new-token").count() == 0 and secret not in page.content()
+        assert page.locator("tr", has_text=f"Build bot ({size})").count() == 1
         response = httpx.get(server.url + "/api/v1/sessions", headers={"Authorization": f"Bearer {secret}"})
         assert response.status_code == 200 and response.json() == []
         page.goto(server.url + "/api/tokens/")  # shown once: the list names it by its prefix only
@@ -102,6 +113,30 @@ def test_make_a_token_see_it_once_and_use_it(server, chromium, size):  # noqa: F
             httpx.get(server.url + "/api/v1/sessions", headers={"Authorization": f"Bearer {secret}"}).status_code == 401
         )
         page.screenshot(path=str(ARTIFACTS / f"api-tokens-{size}.png"), full_page=True)
+        assert not violations, violations
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("size", SIZES)
+def test_a_token_form_without_a_scope_says_so_and_keeps_the_rest(server, chromium, size):  # noqa: F811
+    context, page, violations = _page(chromium, size)
+    try:
+        _sign_in(page, server.url, "ann", "pw-ann-12345")
+        page.goto(server.url + "/api/tokens/")
+        page.fill("input[name=name]", "Wiki sync")
+        page.select_option("select[name=expires_in_days]", "365")
+        page.click("button:has-text('Create token')")
+        alert = page.get_by_role("alert")
+        assert "Scopes: Choose at least one scope" in alert.inner_text()
+        assert "This field is required" not in page.content()
+        assert page.locator("#scopes-error").is_visible()
+        assert page.input_value("input[name=name]") == "Wiki sync"
+        assert page.input_value("select[name=expires_in_days]") == "365"
+        page.screenshot(path=str(ARTIFACTS / f"api-tokens-no-scope-{size}.png"), full_page=True)
+        target = alert.get_by_role("link", name="Scopes").get_attribute("href")  # the summary leads to the field
+        assert page.locator(target).get_attribute("name") == "scopes"
+        assert not _too_wide(page), _too_wide(page)
         assert not violations, violations
     finally:
         context.close()

@@ -54,8 +54,12 @@ def assert_error_shape(response, status: int, code: str) -> dict:
 
 def test_the_page_makes_a_token_shows_the_secret_once_and_stores_its_hash(people):
     client = signed_in(people["ann"])
-    page = client.post("/api/tokens/", {"name": "Slack bot", "scopes": ["read", "chat"], "expires_in_days": "30"})
-    assert page.status_code == 201
+    posted = client.post("/api/tokens/", {"name": "Slack bot", "scopes": ["read", "chat"], "expires_in_days": "30"})
+    # Post/redirect/get: the POST answers with a redirect, never with the secret.
+    assert posted.status_code == 302 and posted["Location"] == "/api/tokens/"
+    assert "rct_" not in posted.content.decode()
+    page = client.get("/api/tokens/")
+    assert page.status_code == 200
     assert "no-store" in page["Cache-Control"] or "max-age=0" in page["Cache-Control"]
     secret = re.search(r'value="(rct_[0-9a-f]{12}_[\w-]+)"', page.content.decode()).group(1)
     token = AccessToken.objects.get(user=people["ann"])
@@ -66,18 +70,43 @@ def test_the_page_makes_a_token_shows_the_secret_once_and_stores_its_hash(people
     # Shown once: the list afterwards names the token by its prefix only.
     again = client.get("/api/tokens/").content.decode()
     assert "Slack bot" in again and token.prefix in again and secret not in again
+    assert secret not in str(dict(client.session))  # nor is it kept once shown
     event = AuditEvent.objects.get(action=AuditEvent.Action.TOKEN_CREATED)
     assert event.actor == people["ann"] and "Slack bot" in event.summary and secret not in event.summary
     # The token works, as Ann.
     assert bearer(secret).get("/api/v1/sessions").status_code == 200
 
 
+def test_reloading_the_page_after_making_a_token_makes_no_second_one(people):
+    client = signed_in(people["ann"])
+    form = {"name": "Build bot", "scopes": ["read"], "expires_in_days": "30"}
+    shown = client.post("/api/tokens/", form, follow=True)
+    assert shown.redirect_chain == [("/api/tokens/", 302)]
+    assert "“Build bot” is ready" in shown.content.decode()
+    reloaded = client.get("/api/tokens/")  # what a reload of the page that shows the secret sends
+    assert reloaded.status_code == 200 and "is ready" not in reloaded.content.decode()
+    assert AccessToken.objects.filter(user=people["ann"]).count() == 1
+    # Only the browser that made it shows the secret: Ann signed in elsewhere sees the token's name.
+    elsewhere = signed_in(people["ann"])
+    client.post("/api/tokens/", {**form, "name": "Second"})
+    assert "“Second” is ready" not in elsewhere.get("/api/tokens/").content.decode()
+    assert "“Second” is ready" in client.get("/api/tokens/").content.decode()
+
+
 def test_bad_token_forms_are_refused_with_a_sentence_and_nothing_made(people):
     client = signed_in(people["ann"])
     page = client.post("/api/tokens/", {"name": "", "scopes": [], "expires_in_days": "30"})
-    assert page.status_code == 200
+    assert page.status_code == 400
     text = page.content.decode()
-    assert "This field is required." in text
+    assert "This field is required." not in text
+    assert "Give the token a name" in text and "Choose at least one scope" in text
+    assert not AccessToken.objects.exists()
+    # Only the scope missing: the page names that field, and keeps what was typed.
+    page = client.post("/api/tokens/", {"name": "Wiki sync", "scopes": [], "expires_in_days": "365"})
+    text = page.content.decode()
+    assert page.status_code == 400 and "Give the token a name" not in text
+    assert re.search(r'<a href="#id_scopes_0">Scopes</a>: Choose at least one scope', text)
+    assert 'value="Wiki sync"' in text and re.search(r'<option value="365" selected>', text)
     assert not AccessToken.objects.exists()
 
 

@@ -32,6 +32,7 @@ PAGES = {
             "/documents/{doc_a}/",
             "/routing/mine/",
             "/api/tokens/",
+            "/routing/whats-new/",
             "/routing/notifications/",
         ],
     ),
@@ -45,6 +46,7 @@ PAGES = {
             "/documents/sites/{site_b}/delete",  # the page that asks first (without script)
             "/routing/inbox/",
             "/routing/q/{rq_b}/",
+            "/routing/whats-new/",
             "/routing/notifications/",
         ],
     ),
@@ -132,3 +134,22 @@ def test_every_page_passes_axe(server, chromium, axe_source, username, view):
             problems[path] = found
     context.close()
     assert not problems, json.dumps(problems, indent=1)
+
+
+def test_the_phone_menu_open_passes_axe(server, chromium, axe_source):
+    """The top bar's Menu, open on a phone over a page: its links, the theme switch, the bell."""
+    live, _ = server
+    context = chromium.new_context(
+        bypass_csp=True, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
+    )
+    page = context.new_page()
+    page.goto(live.url + "/accounts/login/")
+    page.fill("input[name=username]", "root")
+    page.fill("input[name=password]", "pw-root-12345")
+    page.click("button[type=submit]")
+    page.wait_for_url(live.url + "/")
+    page.goto(live.url + "/documents/")
+    page.locator(".topbar-menu > summary").click()
+    assert page.get_by_role("link", name="Admin").is_visible()
+    assert not axe_problems(page, axe_source)
+    context.close()

@@ -184,13 +184,19 @@ def test_dark_theme_follows_the_system_and_the_switch(server, chromium, fake_oll
     assert dark == "rgb(15, 20, 27)"
     _ask(page, "How many vacation days do I get per year?")
     page.screenshot(path=str(ARTIFACTS / f"chat-dark-{size[0]}.png"))
+
+    def switch(theme: str) -> None:
+        if size[2]:  # on phones the switch is in the top bar's Menu
+            page.locator(".topbar-menu > summary").click()
+        page.select_option("#theme-switch", theme)
+
     # The switch pins light, for this page and the next ones.
-    page.select_option("#theme-switch", "light")
+    switch("light")
     assert page.evaluate(background) == "rgb(246, 247, 249)"
     page.reload()
     assert page.evaluate(background) == "rgb(246, 247, 249)"
     assert page.input_value("#theme-switch") == "light"
-    page.select_option("#theme-switch", "system")
+    switch("system")
     assert page.evaluate(background) == dark
     context.close()
 

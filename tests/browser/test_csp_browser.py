@@ -62,13 +62,22 @@ def _sign_in(page, url, username, password):
 PAGES = {
     "emma": (
         "pw-emma-12345",
-        ["/", "/chat/{s1}/", "/chat/{s1}/delete/", "/documents/", "/documents/{doc_a}/", "/routing/mine/"],
+        [
+            "/",
+            "/chat/{s1}/",
+            "/chat/{s1}/delete/",
+            "/documents/",
+            "/documents/{doc_a}/",
+            "/routing/mine/",
+            "/routing/whats-new/",
+        ],
     ),
     "fiona": (
         "pw-fiona-12345",
         [
             "/routing/inbox/",
             "/routing/q/{rq_b}/",
+            "/routing/whats-new/",
             "/routing/notifications/",
             # the pages that ask first (without script)
             "/documents/{doc_b}/delete",

@@ -151,15 +151,15 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
 
     # The answer reached the open chat tab, so it counts as seen: no unread badge, live.
     deadline = time.monotonic() + 10
-    while not employee.evaluate("() => document.getElementById('nav-unread-answers').hidden"):
+    while not employee.evaluate("() => document.getElementById('nav-bell-count').hidden"):
         assert time.monotonic() < deadline
         employee.wait_for_timeout(100)
     url = employee.url
     employee.goto(server + "/routing/mine/")
-    assert employee.locator("#nav-unread-answers").is_hidden()
+    assert employee.locator("#nav-bell-count").is_hidden()
     employee.goto(url)
     employee.wait_for_selector("article.msg-owner")
-    assert employee.locator("#nav-unread-answers").is_hidden()
+    assert employee.locator("#nav-bell-count").is_hidden()
     assert "Olivia Owens answered your question" in employee.inner_text("article.msg-assistant.is-route")
     assert employee.locator("article.msg-assistant button:has-text('Ask the owner')").count() == 0
     # After the answer: the inbox is clear, the figures count it, at phone width too.
@@ -191,8 +191,8 @@ def _poll(page, script: str, seconds: float = 10) -> None:
 
 
 def test_the_new_answer_badge_appears_live_on_other_pages(server, browser, fake_ollama):
-    """The asker is elsewhere in the app (no chat open) when the owner answers: the "My questions"
-    badge shows 1 without a reload, and opening the chat clears it, live on the other page too."""
+    """The asker is elsewhere in the app (no chat open) when the owner answers: the bell's badge
+    shows 1 without a reload, and opening the chat clears it, live on the other page too."""
     fake_ollama.reply("The documents do not say whether the garage has chargers for electric cars.")
     fake_ollama.rating(5)
     employee_ctx, employee = _sign_in(browser, server, "erin")
@@ -202,7 +202,7 @@ def test_the_new_answer_badge_appears_live_on_other_pages(server, browser, fake_
     chat_url = employee.url
     employee.goto(server + "/documents/")
     employee.wait_for_timeout(500)  # its badge socket is open
-    assert employee.locator("#nav-unread-answers").is_hidden()
+    assert employee.locator("#nav-bell-count").is_hidden()
 
     owner_ctx, owner = _sign_in(browser, server, "olivia")
     owner.goto(server + "/routing/inbox/")
@@ -211,13 +211,13 @@ def test_the_new_answer_badge_appears_live_on_other_pages(server, browser, fake_
     owner.click("#answer-form button[type=submit]")
     owner.wait_for_selector(".answer-card:has-text('Answered')")
 
-    _poll(employee, "() => !document.getElementById('nav-unread-answers').hidden")
-    assert employee.inner_text("#nav-unread-answers") == "1"
+    _poll(employee, "() => !document.getElementById('nav-bell-count').hidden")
+    assert employee.inner_text("#nav-bell-count") == "1"
     other = employee_ctx.new_page()
     other.goto(server + "/routing/mine/")
-    assert other.inner_text("#nav-unread-answers") == "1"
+    assert other.inner_text("#nav-bell-count") == "1"
     other.goto(chat_url)
     other.wait_for_selector("article.msg-owner:has-text('two chargers')")
-    _poll(employee, "() => document.getElementById('nav-unread-answers').hidden")
+    _poll(employee, "() => document.getElementById('nav-bell-count').hidden")
     owner_ctx.close()
     employee_ctx.close()

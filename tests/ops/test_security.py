@@ -33,13 +33,19 @@ PAYLOAD = f"{SCRIPT} {IMG}"
 SCRIPT_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 
 
-# The product's own inline SVG (the vote buttons' icons in templates/chat/_feedback.html, the bell in _base.html):
-# decorative, hidden from screen readers, and never made of document or user text.
-OUR_ICON_CLASSES = {"fb-icon", "bell-icon"}
+# The product's own inline SVG (the vote buttons' icons in templates/chat/_feedback.html, the bell in
+# routing/_bell.html, the Menu button in _base.html): decorative and hidden from screen readers; the
+# pin mark of chat/_session_list.html is an image named "Pinned". None is made of document or user text.
+OUR_ICON_CLASSES = {"fb-icon", "bell-icon", "menu-icon"}
+OUR_NAMED_ICONS = {"pin-mark": "Pinned"}
 
 
 def _our_icon(tag: str, attrs: dict) -> bool:
-    return tag == "svg" and attrs.get("class") in OUR_ICON_CLASSES and attrs.get("aria-hidden") == "true"
+    if tag != "svg":
+        return False
+    if attrs.get("class") in OUR_NAMED_ICONS:
+        return attrs.get("role") == "img" and attrs.get("aria-label") == OUR_NAMED_ICONS[attrs["class"]]
+    return attrs.get("class") in OUR_ICON_CLASSES and attrs.get("aria-hidden") == "true"
 
 
 class _LiveElements(HTMLParser):

@@ -100,7 +100,7 @@ def test_preferences_page_shows_and_saves_ones_own(owner, stranger, tags):
     for label in ("New questions routed to me", "Review items", "Reminders when an item waits", "Daily digest"):
         assert label in html
     assert "olivia@example.com" in html
-    assert 'href="/routing/notifications/"' in html  # the bell in the top bar
+    assert 'href="/routing/whats-new/"' in html  # the bell in the top bar, whose list links here
     # Every switch defaults on; the digest off.
     assert html.count('type="checkbox"') == 4 and html.count("checked") == 5  # 4 switches + "No digest"
 
@@ -123,6 +123,47 @@ def test_preferences_page_shows_and_saves_ones_own(owner, stranger, tags):
     assert theirs.email_questions is True and theirs.digest == "daily" and theirs.email_reviews is True
     page = client.get(reverse("routing:notifications")).content.decode()
     assert "Notification settings saved." in page
+
+
+def test_the_bell_lists_what_is_new_for_each_person_and_counts_it(asker, owner, stranger, tags):
+    """The asker's unread answers; what waits for the owner (an open question, a review item, verified
+    knowledge to re-verify); nothing of anyone else's. The bell's badge counts the list."""
+    waiting = make_question(
+        asker=asker, tag=tags["facilities"], text="Where is the bike room?", hours_ago=2, target=owner
+    )
+    review_item(asker=asker, tag=tags["facilities"], owner=owner, text="Visitor badges?")
+    needs_review(tag=tags["facilities"], text="Canteen opening hours", hours_ago=30, by=owner)
+    answered = make_question(asker=asker, tag=tags["facilities"], text="Weekend parking?", hours_ago=3, target=owner)
+    question_answer(question=answered, user=owner, text="Yes, with a day permit.")
+
+    def bell(user) -> tuple[str, str]:
+        page = client_for(user).get(reverse("routing:whats_new"))
+        assert page.status_code == 200
+        html = page.content.decode()
+        count = html.split('id="nav-bell-count"', 1)[1].split("</span>", 1)[0]
+        return html, count
+
+    html, count = bell(asker)
+    assert 'id="answers-title"' in html and "Weekend parking?" in html and "Olivia Owner" in html
+    assert "Where is the bike room?" not in html and 'id="waiting-title"' not in html
+    assert count.endswith(">1") and " hidden" not in count
+    assert 'href="/routing/notifications/"' in html  # the list links to the settings
+
+    html, count = bell(owner)
+    for text in ("Waiting for you", "Where is the bike room?", "Visitor badges?", "Canteen opening hours"):
+        assert text in html
+    assert "Weekend parking?" not in html and 'id="answers-title"' not in html
+    assert count.endswith(">3")  # two open items and one answer to re-verify
+    assert f'href="{reverse("routing:question", args=[waiting.pk])}"' in html
+
+    html, count = bell(stranger)
+    assert "Nothing new" in html and count.endswith(" hidden>0")
+    for text in ("Where is the bike room?", "Visitor badges?", "Canteen opening hours", "Weekend parking?"):
+        assert text not in html
+    # Reading the answer (opening its chat) takes it off the asker's list.
+    client_for(asker).get(reverse("chat:session", args=[answered.session_id]))
+    html, count = bell(asker)
+    assert "Weekend parking?" not in html and "Nothing new" in html and count.endswith(" hidden>0")
 
 
 def test_someone_without_an_inbox_chooses_only_answer_emails(stranger, owner, tags):

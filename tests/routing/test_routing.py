@@ -337,7 +337,7 @@ async def test_inbox_socket_only_hears_its_own_users_questions(asker, owner, str
 
 async def test_navigation_badges_are_live_on_every_page(asker, owner, stranger, corpus, fake_ollama):
     """ws/nav/ (every page but the inbox, which has its own): the owner's open-question badge and
-    the asker's new-answer badge follow routing, answering and reading, without a reload."""
+    the asker's bell (a new answer) follow routing, answering and reading, without a reload."""
     owner_nav = await open_inbox(owner, "/ws/nav/")
     asker_nav = await open_inbox(asker, "/ws/nav/")
     spy = await open_inbox(stranger, "/ws/nav/")
@@ -350,14 +350,14 @@ async def test_navigation_badges_are_live_on_every_page(asker, owner, stranger, 
     [question] = await routed()
     await sync_to_async(question_answer)(question=question, user=owner, text="At the facilities desk.")
     frame = await asker_nav.receive()
-    assert 'id="nav-unread-answers"' in frame and 'title="1 new answer from a person" hx-swap-oob="true">1<' in frame
+    assert 'id="nav-bell-count"' in frame and 'title="1 new for you" hx-swap-oob="true">1<' in frame
     while 'id="nav-inbox-count"' not in (frame := await owner_nav.receive()) or ">0<" not in frame:
         pass
     assert " hidden" in frame  # no open question: the badge hides
     # The asker opens the chat: the badge on their other pages drops to zero.
     assert (await get(asker, reverse("chat:session", args=[session.pk]))).status_code == 200
     frame = await asker_nav.receive()
-    assert 'id="nav-unread-answers"' in frame and " hidden" in frame and ">0<" in frame
+    assert 'id="nav-bell-count"' in frame and " hidden" in frame and ">0<" in frame
     assert await spy.comm.receive_nothing(timeout=0.5)
     for tab in (owner_nav, asker_nav, spy):
         await tab.close()
@@ -426,10 +426,10 @@ async def test_answer_is_there_on_reload_and_the_badge_clears_when_opened(asker,
 
     client = await sync_to_async(client_for)(asker)
     home = (await get(client, reverse("routing:mine"))).content.decode()
-    assert re.search(r'id="nav-unread-answers"[^>]*>1<', home)
+    assert re.search(r'id="nav-bell-count"[^>]*>1<', home)
     page = (await get(client, reverse("chat:session", args=[session.pk]))).content.decode()
     assert "Answer from Olivia Owner" in page and "Ask the facilities desk." in page
-    assert re.search(r'id="nav-unread-answers"[^>]* hidden>0<', page)  # opening the session marked it seen
+    assert re.search(r'id="nav-bell-count"[^>]* hidden>0<', page)  # opening the session marked it seen
     assert (await routed())[0].seen_at is not None
 
 
