@@ -68,6 +68,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "ragchat.middleware.NullCharacterMiddleware",  # a NUL in a query or form value: 400 with a sentence
     "ragchat.middleware.SignInReturnMiddleware",  # an action's sign-in redirect leads back to its page
     "api.middleware.api_error_shape",  # JSON 404/405 under /api/v1/ (inside CSP and the rest)
     "csp.middleware.CSPMiddleware",
