@@ -7,6 +7,7 @@ References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs
 
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -352,6 +353,12 @@ OIDC_TIMEOUT = 10
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc:callback"
 OIDC_REDIRECT_ALLOWED_HOSTS: list[str] = []
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+if RAGCHAT_OIDC_ISSUER:
+    # Signing out posts a form whose answer sends the browser to the provider's end_session_endpoint
+    # (access.oidc.end_session_url): browsers hold a form's redirects to form-action too.
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        "{0.scheme}://{0.netloc}".format(urlsplit(RAGCHAT_OIDC_ISSUER))
+    )
 
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend"]
 if RAGCHAT_LOCAL_PASSWORDS in ("admins", "admin"):
