@@ -80,7 +80,16 @@ class Message(models.Model):
             # A chat's messages in order; its trailing columns make it cover the knowledge-gap
             # report's count of a period's answers (routing.figures), which then never reads a row.
             models.Index(
-                fields=["session", "created_at", "role", "status", "cites_verified", "query_strategy", "id"],
+                fields=[
+                    "session",
+                    "created_at",
+                    "role",
+                    "status",
+                    "cites_verified",
+                    "query_strategy",
+                    "reply_to",
+                    "id",
+                ],
                 name="message_by_session",
             )
         ]

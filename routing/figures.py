@@ -480,13 +480,27 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     answers = _tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until)
     routed = _tag_routed(tenant_id=tenant_id, slug=slug, since=since, until=until)
     spans, width = _bucket_edges(since=since, until=until)
-    # One grouped count over the answers (the set is evaluated once): by bucket (the first edge
-    # the answer falls before) and outcome.
+    # One grouped count over the answers, every version of them (the set is read once): by bucket
+    # (the first edge the answer falls before), outcome and whether it is a regenerated version
+    # (which counts no question), with the votes on them. A second pass for the votes would read
+    # the period's answers again, and "no tag" is most of them.
     which = Case(*(When(created_at__lt=end, then=Value(i)) for i, (_, end) in enumerate(spans)))
-    grouped = answers.annotate(bucket=which).values_list("bucket", "cites_verified").annotate(n=Count("pk"))
+    grouped = (
+        _tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until, versions=True)
+        .annotate(bucket=which, regenerated=_earlier_version())
+        .values_list("bucket", "cites_verified", "regenerated")
+        .annotate(
+            n=Count("pk", distinct=True),
+            votes=Count("feedback"),
+            down=Count("feedback", filter=Q(feedback__vote=AnswerFeedback.Vote.DOWN)),
+        )
+    )
     counts: Counter = Counter()
-    for bucket, verified, n in grouped:
-        counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
+    for bucket, verified, regenerated, n, votes, down in grouped:
+        if not regenerated:
+            counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
+        counts["votes"] += votes
+        counts["down"] += down
     buckets = []
     for i, (start, end) in enumerate(spans):
         in_bucket = {
@@ -498,14 +512,10 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     outcomes = {key: sum(b.counts[key] for b in buckets) for key, _ in OUTCOMES}
     waits = sorted((r.answered_at - r.created_at).total_seconds() for r in routed if r.answered_at is not None)
     routed_messages = [r.message_id for r in routed if r.message_id is not None]
-    # The votes on the period's answers of the tag: every version of them, and of the routed ones.
-    voted = (
-        Q(message__in=_tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until, versions=True))
-        | Q(message_id__in=routed_messages)
-        | Q(
-            message__reply_to_id__in=[r.question_message_id for r in routed if r.question_message_id is not None],
-            message__role=Message.Role.ASSISTANT,
-        )
+    # The votes on the routed questions' answers, every version of them (none is among the above).
+    voted = Q(message_id__in=routed_messages) | Q(
+        message__reply_to_id__in=[r.question_message_id for r in routed if r.question_message_id is not None],
+        message__role=Message.Role.ASSISTANT,
     )
     votes = AnswerFeedback.objects.filter(voted).aggregate(
         votes=Count("pk"), down=Count("pk", filter=Q(vote=AnswerFeedback.Vote.DOWN))
@@ -552,8 +562,8 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         p90_seconds=percentile(waits, 90),
         answered_by_person=len(waits),
         open=sum(1 for r in routed if r.status == RoutedQuestion.Status.OPEN),
-        votes=votes["votes"],
-        down_votes=votes["down"],
+        votes=counts["votes"] + votes["votes"],
+        down_votes=counts["down"] + votes["down"],
         buckets=buckets,
         bucket_days=width,
         waits=waits,

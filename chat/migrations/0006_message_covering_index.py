@@ -18,7 +18,16 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name="message",
             index=models.Index(
-                fields=["session", "created_at", "role", "status", "cites_verified", "query_strategy", "id"],
+                fields=[
+                    "session",
+                    "created_at",
+                    "role",
+                    "status",
+                    "cites_verified",
+                    "query_strategy",
+                    "reply_to",
+                    "id",
+                ],
                 name="message_by_session",
             ),
         ),
