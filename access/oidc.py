@@ -11,7 +11,10 @@ module adds what ragchat needs around it:
   existing account, else created in `RAGCHAT_OIDC_TENANT`;
 - their groups are synced to tags at every sign-in (`access.group_sync`) and the refresh token is
   kept, encrypted, for `manage.py sync_groups`;
-- a refused sign-in says why, on the sign-in page, and is written to the audit log.
+- a refused sign-in says why, on the sign-in page, and is written to the audit log;
+- signing out also ends the provider's own sign-in where its discovery document names an
+  `end_session_endpoint` (RP-initiated logout: `end_session_url`); where it names none (Google),
+  signing out is ragchat's alone.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import logging
 import threading
 import time
 from typing import Any
+from urllib.parse import urlencode, urlsplit
 
 import jwt
 import requests
@@ -40,6 +44,7 @@ logger = logging.getLogger(__name__)
 
 DISCOVERY_TTL_SECONDS = 3600
 CLOCK_LEEWAY_SECONDS = 60
+ID_TOKEN_SESSION_KEY = "oidc_id_token"  # the key mozilla-django-oidc's OIDC_STORE_ID_TOKEN uses
 
 
 class SignInRefused(Exception):
@@ -102,6 +107,38 @@ def discovery() -> dict:
     with _discovery_lock:
         _discovery[url] = (time.monotonic(), document)
     return document
+
+
+def origin(url: str) -> str:
+    parts = urlsplit(url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def end_session_url(request, id_token: str) -> str | None:
+    """Where signing out sends the browser so that the provider's sign-in ends too (OpenID Connect
+    RP-initiated logout 1.0): the discovery document's `end_session_endpoint`, with the ID token of
+    this sign-in as `id_token_hint` and the sign-in page as `post_logout_redirect_uri` (register it
+    at the provider). None, and signing out is ragchat's alone, for a session that did not sign in
+    with the provider (no ID token), or a provider that names no such endpoint (Google), or one on
+    another origin than the issuer (the Content-Security-Policy's form-action lets the sign-out
+    form lead to the issuer's origin only: ragchat.settings). ProviderUnavailable when discovery
+    fails."""
+    if not id_token or not enabled():
+        return None
+    endpoint = str(discovery().get("end_session_endpoint") or "")
+    if not endpoint:
+        return None
+    if origin(endpoint) != origin(issuer()):
+        logger.warning("end_session_endpoint %s is not on the issuer's origin: signing out stays local", endpoint)
+        return None
+    query = urlencode(
+        {
+            "id_token_hint": id_token,
+            "post_logout_redirect_uri": absolutify(request, reverse("login")),
+            "client_id": settings.OIDC_RP_CLIENT_ID,
+        }
+    )
+    return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
 
 
 def forget_discovery() -> None:
@@ -309,6 +346,7 @@ class OIDCBackend(OIDCAuthenticationBackend):
         except GroupsUnknown as e:
             logger.warning("group sync skipped at sign-in of %s: %s", user.get_username(), e)
             groups = None  # signed in; their synced tags stay as they were
+        request.oidc_id_token = self._id_token  # kept in the session by the callback: signing out hints with it
         with transaction.atomic():
             identity = user.oidc_identity
             identity.signed_in_at = timezone.now()

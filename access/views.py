@@ -9,7 +9,7 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.views import LoginView
+from django.contrib.auth.views import LoginView, LogoutView
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
@@ -118,6 +118,30 @@ class SignInView(LoginView):
         return super().post(request, *args, **kwargs)
 
 
+class SignOutView(LogoutView):
+    """Signing out (POST): ragchat's session ends. After a company sign-in the browser then goes to
+    the provider's end_session_endpoint, which ends the provider's own session and sends it back to
+    the sign-in page (access.oidc.end_session_url). Where the provider has no such endpoint (Google),
+    after a password sign-in, or when the provider cannot be reached, signing out is ragchat's alone:
+    the provider keeps its session, and its next "Sign in with …" may go through without a password."""
+
+    def post(self, request, *args, **kwargs):
+        id_token = request.session.get(oidc.ID_TOKEN_SESSION_KEY, "")
+        unreachable = False
+        try:
+            provider = oidc.end_session_url(request, id_token)
+        except oidc.SignInRefused:
+            provider, unreachable = None, True
+        response = super().post(request, *args, **kwargs)
+        if unreachable:
+            messages.warning(
+                request,
+                f"You are signed out of ragchat. {oidc.label()} could not be reached to end your sign-in"
+                " there: sign out there too, or close the browser.",
+            )
+        return redirect(provider) if provider else response
+
+
 class _OIDCRequestView(OIDCAuthenticationRequestView):
     get_settings = staticmethod(oidc.setting)
 
@@ -133,6 +157,12 @@ class _OIDCCallbackView(OIDCAuthenticationCallbackView):
         ):
             raise SuspiciousOperation("an OIDC response whose state this session did not start")
         return super().get(request)
+
+    def login_success(self):
+        response = super().login_success()
+        # After auth.login (which may start a new session): signing out hints the provider with it.
+        self.request.session[oidc.ID_TOKEN_SESSION_KEY] = getattr(self.request, "oidc_id_token", "")
+        return response
 
     def login_failure(self):
         reason = getattr(self.request, "oidc_failure", "")

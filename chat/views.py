@@ -14,6 +14,7 @@ from chat.models import ChatSession, Message
 from chat.signals import session_opened
 from chat.turn_fragments import MSG_BUSY
 from ragchat.htmx import redirect_after_post
+from ragchat.middleware import refuses_null_characters
 
 
 def _session_or_404(request, session_id):
@@ -55,6 +56,7 @@ def chat_home(request):
     )
 
 
+@refuses_null_characters  # question_problem says it, and the landing page keeps the question
 @login_required
 @require_POST
 def session_new(request):

@@ -38,12 +38,15 @@ def current_page(request) -> str | None:
     return None
 
 
-def refuse_in_flash(request, message: str, *, level: int = messages.INFO, also: str = "") -> HttpResponse:
+def refuse_in_flash(
+    request, message: str, *, level: int = messages.INFO, also: str = "", status: int = 409
+) -> HttpResponse:
     """An htmx action the server refuses, with the sentence saying why: in the page's message area
-    (#flash of _base.html, as the messages of a page load are; 409), where a refusal would otherwise
-    show nothing. `also`: out-of-band fragments (hx-swap-oob) to swap with it, e.g. the item as it is now."""
+    (#flash of _base.html, as the messages of a page load are; 409, or `status`), where a refusal
+    would otherwise show nothing. `also`: out-of-band fragments (hx-swap-oob) to swap with it, e.g.
+    the item as it is now."""
     messages.add_message(request, level, message)
-    response = render(request, "_refusal.html", {"also": also}, status=409)
+    response = render(request, "_refusal.html", {"also": also}, status=status)
     return reswap(retarget(response, "#flash"), "innerHTML")
 
 

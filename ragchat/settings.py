@@ -7,6 +7,7 @@ References: requirement IDs (R-…): docs/requirements.md; "spec v3": docs/specs
 
 from dataclasses import replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import environ
 from django.core.exceptions import ImproperlyConfigured
@@ -68,6 +69,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "ragchat.middleware.NullCharacterMiddleware",  # a NUL in a query or form value: 400 with a sentence
     "ragchat.middleware.SignInReturnMiddleware",  # an action's sign-in redirect leads back to its page
     "api.middleware.api_error_shape",  # JSON 404/405 under /api/v1/ (inside CSP and the rest)
     "csp.middleware.CSPMiddleware",
@@ -96,13 +98,17 @@ TEMPLATES = [
 ]
 
 # Database: SQLite in WAL mode with a busy timeout and IMMEDIATE transactions (writers queue
-# instead of failing with "database is locked"), or PostgreSQL via DATABASE_URL.
+# instead of failing with "database is locked"), or PostgreSQL via DATABASE_URL. SQLite reads the
+# file through a memory map (up to 1 GiB of it: address space, shared by the connections, not
+# memory taken): a page the OS holds is read without a system call, which at a million messages is
+# half of the knowledge-gap report's time (docs/performance.md).
 DATABASES = {"default": env.db("DATABASE_URL", default=f"sqlite:///{DATA_DIR / 'db.sqlite3'}")}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {
             "init_command": (
                 "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=10000; PRAGMA foreign_keys=ON;"
+                " PRAGMA mmap_size=1073741824;"
             ),
             "transaction_mode": "IMMEDIATE",
             "timeout": 20,
@@ -347,6 +353,12 @@ OIDC_TIMEOUT = 10
 OIDC_AUTHENTICATION_CALLBACK_URL = "oidc:callback"
 OIDC_REDIRECT_ALLOWED_HOSTS: list[str] = []
 LOGIN_REDIRECT_URL_FAILURE = "/accounts/login/"
+if RAGCHAT_OIDC_ISSUER:
+    # Signing out posts a form whose answer sends the browser to the provider's end_session_endpoint
+    # (access.oidc.end_session_url): browsers hold a form's redirects to form-action too.
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        "{0.scheme}://{0.netloc}".format(urlsplit(RAGCHAT_OIDC_ISSUER))
+    )
 
 AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend"]
 if RAGCHAT_LOCAL_PASSWORDS in ("admins", "admin"):

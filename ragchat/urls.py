@@ -1,5 +1,4 @@
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from access import views as access_views
@@ -12,7 +11,7 @@ urlpatterns = [
     path("chat/", include("chat.urls")),
     path("health", views.health, name="health"),
     path("accounts/login/", access_views.SignInView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/logout/", access_views.SignOutView.as_view(), name="logout"),
     path("documents/", include("documents.urls")),
     path("routing/", include("routing.urls")),
     path("access/", include("access.urls")),

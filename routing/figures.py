@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from django.db.models import Case, Count, Exists, OuterRef, Q, QuerySet, Value, When
+from django.db.models import Case, Count, Exists, Func, OuterRef, Q, QuerySet, UUIDField, Value, When
 from django.utils import timezone
 
 from access import policy
@@ -402,17 +402,38 @@ def _bucket_edges(*, since, until) -> tuple[list[tuple[datetime, datetime]], int
     return list(zip(edges, edges[1:], strict=False)), width
 
 
+class _NoIndex(Func):
+    """The column as it is, but on SQLite written `+column`: the query planner then uses no index
+    for the term it stands in (sqlite.org/optoverview.html, "Disqualifying WHERE clause terms using
+    unary-+"). An answer's sources are found by the answer; an IN on their document then tests each
+    source against the list, instead of seeking (answer, document) once per listed document."""
+
+    template = "%(expressions)s"
+
+    def as_sqlite(self, compiler, connection, **extra):
+        return super().as_sql(compiler, connection, template="+%(expressions)s", **extra)
+
+
 def _tag_answers(*, tenant_id: str, slug: str, since, until, versions: bool = False) -> QuerySet[Message]:
     """The period's answers counted under the tag (not routed): those that used a passage of a
     document carrying it; for "no tag", those that used none of a document carrying a tag but
     `public` (the module's rules). Through AnswerSource, in the database. One per question, or
-    with `versions` every regenerated version too."""
+    with `versions` every regenerated version too.
+
+    "No tag" asks, for each answer of the period, whether one of its sources is of a tagged document
+    (NOT EXISTS: an anti-join on PostgreSQL, one index search per answer on SQLite), never the
+    reverse: NOT IN the answers of every tagged document would build that list of all time (the
+    most of the table) on SQLite, and on PostgreSQL compare each answer with it row by row once it
+    outgrows work_mem (minutes at a million messages)."""
     answers = _questions_not_routed(
         counted_answers(tenant_id=tenant_id, since=since, until=until), tenant_id=tenant_id, versions=versions
     )
     if slug == NO_TAG_SLUG:
         topical = Document.objects.filter(tags__in=Tag.objects.exclude(slug=PUBLIC_TAG_SLUG)).values("id")
-        return answers.exclude(pk__in=AnswerSource.objects.filter(document_id__in=topical).values("message_id"))
+        tagged_sources = AnswerSource.objects.alias(document=_NoIndex("document_id", output_field=UUIDField())).filter(
+            message=OuterRef("pk"), document__in=topical
+        )
+        return answers.exclude(Exists(tagged_sources))
     tagged = Document.objects.filter(tenant_id=tenant_id, tags__slug=slug).values("id")
     return answers.filter(pk__in=AnswerSource.objects.filter(document_id__in=tagged).values("message_id"))
 
@@ -459,13 +480,27 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     answers = _tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until)
     routed = _tag_routed(tenant_id=tenant_id, slug=slug, since=since, until=until)
     spans, width = _bucket_edges(since=since, until=until)
-    # One grouped count over the answers (the set is evaluated once): by bucket (the first edge
-    # the answer falls before) and outcome.
+    # One grouped count over the answers, every version of them (the set is read once): by bucket
+    # (the first edge the answer falls before), outcome and whether it is a regenerated version
+    # (which counts no question), with the votes on them. A second pass for the votes would read
+    # the period's answers again, and "no tag" is most of them.
     which = Case(*(When(created_at__lt=end, then=Value(i)) for i, (_, end) in enumerate(spans)))
-    grouped = answers.annotate(bucket=which).values_list("bucket", "cites_verified").annotate(n=Count("pk"))
+    grouped = (
+        _tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until, versions=True)
+        .annotate(bucket=which, regenerated=_earlier_version())
+        .values_list("bucket", "cites_verified", "regenerated")
+        .annotate(
+            n=Count("pk", distinct=True),
+            votes=Count("feedback"),
+            down=Count("feedback", filter=Q(feedback__vote=AnswerFeedback.Vote.DOWN)),
+        )
+    )
     counts: Counter = Counter()
-    for bucket, verified, n in grouped:
-        counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
+    for bucket, verified, regenerated, n, votes, down in grouped:
+        if not regenerated:
+            counts[(bucket, VERIFIED if verified else ASSISTANT)] += n
+        counts["votes"] += votes
+        counts["down"] += down
     buckets = []
     for i, (start, end) in enumerate(spans):
         in_bucket = {
@@ -477,26 +512,23 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
     outcomes = {key: sum(b.counts[key] for b in buckets) for key, _ in OUTCOMES}
     waits = sorted((r.answered_at - r.created_at).total_seconds() for r in routed if r.answered_at is not None)
     routed_messages = [r.message_id for r in routed if r.message_id is not None]
-    # The votes on the period's answers of the tag: every version of them, and of the routed ones.
-    voted = (
-        Q(message__in=_tag_answers(tenant_id=tenant_id, slug=slug, since=since, until=until, versions=True))
-        | Q(message_id__in=routed_messages)
-        | Q(
-            message__reply_to_id__in=[r.question_message_id for r in routed if r.question_message_id is not None],
-            message__role=Message.Role.ASSISTANT,
-        )
+    # The votes on the routed questions' answers, every version of them (none is among the above).
+    voted = Q(message_id__in=routed_messages) | Q(
+        message__reply_to_id__in=[r.question_message_id for r in routed if r.question_message_id is not None],
+        message__role=Message.Role.ASSISTANT,
     )
     votes = AnswerFeedback.objects.filter(voted).aggregate(
         votes=Count("pk"), down=Count("pk", filter=Q(vote=AnswerFeedback.Vote.DOWN))
     )
-    # Only the tag's documents are listed: the answers' citations of those are counted. A routed
-    # question's answer counts what it cited if it is one of the period's counted answers.
+    # Only the tag's documents are listed: the answers' citations of those are counted, each citing
+    # answer looked up by its id (a list of the period's answers would be all of them for "no tag").
+    # A routed question's answer counts what it cited if it is one of the period's counted answers.
     documents = _tag_documents(user=user, tag=tag)
     cited_by = AnswerSource.objects.filter(cited=True, document_id__in=documents.values("id"))
     citing = Counter(
         {
             str(row["document_id"]): row["answers"]
-            for row in cited_by.filter(message__in=answers.values("pk"))
+            for row in cited_by.filter(Exists(answers.filter(pk=OuterRef("message_id"))))
             .values("document_id")
             .annotate(answers=Count("message_id"))
         }
@@ -530,8 +562,8 @@ def tag_report(*, user, tag: Tag | None, since: datetime, until: datetime, limit
         p90_seconds=percentile(waits, 90),
         answered_by_person=len(waits),
         open=sum(1 for r in routed if r.status == RoutedQuestion.Status.OPEN),
-        votes=votes["votes"],
-        down_votes=votes["down"],
+        votes=counts["votes"] + votes["votes"],
+        down_votes=counts["down"] + votes["down"],
         buckets=buckets,
         bucket_days=width,
         waits=waits,

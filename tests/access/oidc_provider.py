@@ -1,15 +1,23 @@
 """A small OpenID Connect provider for the sign-in tests, run as a process of its own.
 
-    python tests/access/oidc_provider.py --client-id ID --client-secret SECRET --redirect-uri URI
+    python tests/access/oidc_provider.py --client-id ID --client-secret SECRET --redirect-uri URI \
+        [--post-logout-redirect-uri URI]
 
 It prints "READY <port>" and serves, over real HTTP on 127.0.0.1: discovery, JWKS, authorize (a
 sign-in form: the test posts a username, as a person would), token (authorization code with PKCE,
-refresh token; client_secret_post or basic), userinfo. ID tokens are RS256 JWTs signed with a key
-made at start-up (joserfc, the JOSE library of Authlib's author). The people, their groups and
-whether they are disabled are set by the test through POST /control (JSON):
+refresh token; client_secret_post or basic), userinfo, and end_session (RP-initiated logout 1.0).
+ID tokens are RS256 JWTs signed with a key made at start-up (joserfc, the JOSE library of Authlib's
+author). A sign-in at the form starts the provider's own session (a cookie, and the `sid` claim of
+the ID tokens it gives): while it lasts, authorize signs the browser in again without the form, as
+real providers do. end_session ends it, for a valid `id_token_hint` of this client and a registered
+`post_logout_redirect_uri`, and sends the browser there. The people, their groups and whether they
+are disabled are set by the test through POST /control (JSON), which answers with the state,
+open sessions included:
 
     {"users": {"alice": {"email": ..., "name": ..., "groups": [...], "disabled": false}}}
     {"forge": "wrong_signature" | "wrong_audience" | "expired" | "wrong_nonce" | "wrong_issuer"}
+    {"end_session": false}   (discovery names no end_session_endpoint, as Google's does not)
+    {"sessions": {}}         (every session of the provider ends)
 
 `forge` spoils the next ID token once, as an attacker or a misconfigured provider would. A
 disabled person cannot sign in, and their refresh tokens get `invalid_grant`.
@@ -26,19 +34,27 @@ import secrets
 import sys
 import threading
 import time
+from http.cookies import SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlencode, urlparse
 
 from joserfc import jwt
+from joserfc.errors import JoseError
 from joserfc.jwk import RSAKey
 
 KID = "test-key-1"
 TOKEN_SECONDS = 300
+SESSION_COOKIE = "idp_session"  # the provider's own: the browser keeps it beside ragchat's
 
 
 class Provider:
-    def __init__(self, *, client_id: str, client_secret: str, redirect_uris: list[str]) -> None:
+    def __init__(
+        self, *, client_id: str, client_secret: str, redirect_uris: list[str], post_logout_uris: list[str]
+    ) -> None:
         self.client_id, self.client_secret, self.redirect_uris = client_id, client_secret, redirect_uris
+        self.post_logout_uris = post_logout_uris
+        self.sessions: dict[str, str] = {}  # the provider's own sign-ins: sid -> username
+        self.end_session = True  # discovery names end_session_endpoint
         self.key = RSAKey.generate_key(2048, parameters={"kid": KID, "use": "sig", "alg": "RS256"})
         self.rogue_key = RSAKey.generate_key(2048, parameters={"kid": KID})  # same kid, other key
         self.issuer = ""
@@ -68,7 +84,7 @@ class Provider:
             "groups": list(u.get("groups", [])),
         }
 
-    def id_token(self, username: str, *, nonce: str | None) -> str:
+    def id_token(self, username: str, *, nonce: str | None, sid: str | None = None) -> str:
         now = int(time.time())
         claims = {
             **self.claims(username),
@@ -80,6 +96,8 @@ class Provider:
         }
         if nonce is not None:
             claims["nonce"] = nonce
+        if sid is not None:
+            claims["sid"] = sid
         key = self.key
         with self.lock:
             forge, self.forge = self.forge, None
@@ -95,7 +113,7 @@ class Provider:
             claims["iss"] = "https://evil.example.com"
         return jwt.encode({"alg": "RS256", "kid": KID, "typ": "JWT"}, claims, key)
 
-    def tokens_for(self, username: str, *, nonce: str | None) -> dict:
+    def tokens_for(self, username: str, *, nonce: str | None, sid: str | None = None) -> dict:
         access, refresh = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         with self.lock:
             self.access_tokens[access] = username
@@ -105,8 +123,17 @@ class Provider:
             "token_type": "Bearer",
             "expires_in": TOKEN_SECONDS,
             "refresh_token": refresh,
-            "id_token": self.id_token(username, nonce=nonce),
+            "id_token": self.id_token(username, nonce=nonce, sid=sid),
         }
+
+    def hinted(self, token: str) -> dict | None:
+        """The claims of an ID token this provider gave this client (expired ones too, as RP-initiated
+        logout asks), or None."""
+        try:
+            claims = jwt.decode(token, self.key).claims
+        except (JoseError, ValueError):
+            return None
+        return claims if claims.get("iss") == self.issuer and claims.get("aud") == self.client_id else None
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -154,6 +181,7 @@ class Handler(BaseHTTPRequestHandler):
                     "code_challenge_methods_supported": ["S256"],
                     "grant_types_supported": ["authorization_code", "refresh_token"],
                     "scopes_supported": ["openid", "email", "profile", "groups", "offline_access"],
+                    **({"end_session_endpoint": p.issuer + "/end_session"} if p.end_session else {}),
                 },
             )
         if url.path == "/jwks":
@@ -162,6 +190,10 @@ class Handler(BaseHTTPRequestHandler):
             problem = self._authorize_problem(query)
             if problem:
                 return self._send(400, problem, "text/plain")
+            sid = self._session_id()
+            username = p.sessions.get(sid, "")
+            if username in p.users and not p.users[username].get("disabled"):
+                return self._back_with_code(query, username, sid)  # signed in here already: no form
             hidden = "".join(
                 f'<input type="hidden" name="{html.escape(k)}" value="{html.escape(v)}">' for k, v in query.items()
             )
@@ -171,6 +203,8 @@ class Handler(BaseHTTPRequestHandler):
                 '<label>Username <input name="username"></label><button>Sign in</button></form>'
             )
             return self._send(200, page, "text/html; charset=utf-8")
+        if url.path == "/end_session" and p.end_session:
+            return self._end_session(query)
         if url.path == "/userinfo":
             token = (self.headers.get("Authorization") or "").removeprefix("Bearer ").strip()
             username = p.access_tokens.get(token)
@@ -190,6 +224,46 @@ class Handler(BaseHTTPRequestHandler):
         if q.get("code_challenge_method") != "S256" or not q.get("code_challenge"):
             return "PKCE (S256) is required"
         return ""
+
+    def _session_id(self) -> str:
+        cookie = SimpleCookie(self.headers.get("Cookie") or "")
+        return cookie[SESSION_COOKIE].value if SESSION_COOKIE in cookie else ""
+
+    def _back_with_code(self, form: dict, username: str, sid: str, headers: dict | None = None):
+        p = self.provider
+        code = secrets.token_urlsafe(24)
+        with p.lock:
+            p.codes[code] = {
+                "username": username,
+                "nonce": form.get("nonce"),
+                "redirect_uri": form["redirect_uri"],
+                "challenge": form["code_challenge"],
+                "expires": time.time() + 60,
+                "sid": sid,
+            }
+        target = form["redirect_uri"] + "?" + urlencode({"code": code, "state": form["state"]})
+        return self._send(302, b"", headers={"Location": target, **(headers or {})})
+
+    def _end_session(self, q: dict):
+        """RP-initiated logout: the session of the hint's `sid` and of the browser's cookie end."""
+        p = self.provider
+        claims = p.hinted(q.get("id_token_hint", ""))
+        if claims is None:
+            return self._send(400, "id_token_hint is not an ID token of this client", "text/plain")
+        if q.get("client_id", p.client_id) != p.client_id:
+            return self._send(400, "client_id does not match the id_token_hint", "text/plain")
+        back = q.get("post_logout_redirect_uri")
+        if back is not None and back not in p.post_logout_uris:
+            return self._send(400, f"post_logout_redirect_uri {back!r} is not registered", "text/plain")
+        with p.lock:
+            for sid in (claims.get("sid"), self._session_id()):
+                p.sessions.pop(sid or "", None)
+        forget = {"Set-Cookie": f"{SESSION_COOKIE}=; Path=/; Max-Age=0"}
+        if back is None:
+            return self._send(200, "<!doctype html><title>Signed out</title><p>You are signed out.", "text/html")
+        if q.get("state"):
+            back += "?" + urlencode({"state": q["state"]})
+        return self._send(302, b"", headers={"Location": back, **forget})
 
     def _client_ok(self, form: dict) -> bool:
         p = self.provider
@@ -213,7 +287,11 @@ class Handler(BaseHTTPRequestHandler):
                         p.users[name] = {**p.users.get(name, {}), **data}
                 if "forge" in form:
                     p.forge = form["forge"]
-            return self._send(200, {"users": p.users, "forge": p.forge})
+                if "end_session" in form:
+                    p.end_session = bool(form["end_session"])
+                if form.get("sessions") == {}:
+                    p.sessions.clear()
+            return self._send(200, {"users": p.users, "forge": p.forge, "sessions": p.sessions})
         if url.path == "/authorize":
             problem = self._authorize_problem(form)
             if problem:
@@ -233,17 +311,11 @@ class Handler(BaseHTTPRequestHandler):
                     )
                 )
                 return self._send(302, b"", headers={"Location": target})
-            code = secrets.token_urlsafe(24)
+            sid = secrets.token_urlsafe(16)
             with p.lock:
-                p.codes[code] = {
-                    "username": username,
-                    "nonce": form.get("nonce"),
-                    "redirect_uri": form["redirect_uri"],
-                    "challenge": form["code_challenge"],
-                    "expires": time.time() + 60,
-                }
-            target = form["redirect_uri"] + "?" + urlencode({"code": code, "state": form["state"]})
-            return self._send(302, b"", headers={"Location": target})
+                p.sessions[sid] = username
+            cookie = f"{SESSION_COOKIE}={sid}; Path=/; HttpOnly; SameSite=Lax"
+            return self._back_with_code(form, username, sid, headers={"Set-Cookie": cookie})
         if url.path == "/token":
             if not self._client_ok(form):
                 return self._send(401, {"error": "invalid_client"})
@@ -259,7 +331,7 @@ class Handler(BaseHTTPRequestHandler):
                 challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
                 if challenge != entry["challenge"]:
                     return self._send(400, {"error": "invalid_grant", "error_description": "PKCE verifier mismatch"})
-                return self._send(200, p.tokens_for(entry["username"], nonce=entry["nonce"]))
+                return self._send(200, p.tokens_for(entry["username"], nonce=entry["nonce"], sid=entry["sid"]))
             if grant == "refresh_token":
                 with p.lock:
                     username = p.refresh_tokens.pop(form.get("refresh_token", ""), None)  # rotated
@@ -276,8 +348,14 @@ def main() -> None:
     parser.add_argument("--client-id", required=True)
     parser.add_argument("--client-secret", required=True)
     parser.add_argument("--redirect-uri", action="append", required=True)
+    parser.add_argument("--post-logout-redirect-uri", action="append", default=[])
     args = parser.parse_args()
-    provider = Provider(client_id=args.client_id, client_secret=args.client_secret, redirect_uris=args.redirect_uri)
+    provider = Provider(
+        client_id=args.client_id,
+        client_secret=args.client_secret,
+        redirect_uris=args.redirect_uri,
+        post_logout_uris=args.post_logout_redirect_uri,
+    )
     Handler.provider = provider
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     provider.issuer = f"http://127.0.0.1:{server.server_address[1]}"

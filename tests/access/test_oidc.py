@@ -16,9 +16,10 @@ import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
+from urllib.parse import parse_qs, urlparse
 
 import httpx
+import jwt
 import pytest
 from asgiref.sync import async_to_sync
 from bs4 import BeautifulSoup
@@ -38,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 CLIENT_ID = "ragchat-tests"
 CLIENT_SECRET = "client-secret-for-the-tests"
 CALLBACK = "http://testserver/oidc/callback/"
+SIGN_IN_PAGE = "http://testserver/accounts/login/"  # registered as the post-logout redirect URI
 MK_FIN = "MKfinance4R"  # in the finance document's chunk
 MK_HR = "MKpeople8T"  # in the HR document's chunk
 
@@ -68,6 +70,8 @@ def idp_process():
             CLIENT_SECRET,
             "--redirect-uri",
             CALLBACK,
+            "--post-logout-redirect-uri",
+            SIGN_IN_PAGE,
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -90,7 +94,7 @@ def idp(idp_process, settings):
     settings.RAGCHAT_OIDC_LABEL = "Example Corp"
     settings.AUTHENTICATION_BACKENDS = [*settings.AUTHENTICATION_BACKENDS, "access.oidc.OIDCBackend"]
     users = idp_process.control()["users"]
-    idp_process.control(users=dict.fromkeys(users), forge=None)
+    idp_process.control(users=dict.fromkeys(users), forge=None, end_session=True, sessions={})
     oidc.forget_discovery()
     yield idp_process
     oidc.forget_discovery()
@@ -107,17 +111,19 @@ def tags(db):
     return {"finance": finance, "people": hr}
 
 
-def sign_in(client: Client, idp: IdP, username: str):
-    """The whole flow: ragchat → the provider's sign-in form (real HTTP) → ragchat's callback."""
+def sign_in(client: Client, idp: IdP, username: str, *, browser: httpx.Client | None = None):
+    """The whole flow: ragchat → the provider's sign-in form (real HTTP) → ragchat's callback.
+    `browser`: the provider's side of a browser, which keeps the provider's session cookie."""
+    at_provider = browser or httpx.Client()
     start = client.get("/oidc/authenticate/")
     assert start.status_code == 302, start.content[:300]
     assert start["Location"].startswith(idp.issuer + "/authorize?")
-    page = httpx.get(start["Location"], timeout=10)
+    page = at_provider.get(start["Location"], timeout=10)
     assert page.status_code == 200, page.text
     form = BeautifulSoup(page.text, "html.parser")
     fields = {i["name"]: i.get("value", "") for i in form.select("form input[type=hidden]")}
     assert fields["code_challenge_method"] == "S256" and fields["nonce"] and fields["state"]
-    answer = httpx.post(idp.issuer + "/authorize", data={**fields, "username": username}, timeout=10)
+    answer = at_provider.post(idp.issuer + "/authorize", data={**fields, "username": username}, timeout=10)
     assert answer.status_code == 302, answer.text
     back = urlparse(answer.headers["location"])
     assert f"{back.scheme}://{back.netloc}{back.path}" == CALLBACK
@@ -436,6 +442,66 @@ def test_an_unreachable_provider_says_so_on_the_sign_in_page(idp, settings):
     response = client.get("/oidc/authenticate/")
     assert response.status_code == 302 and response["Location"] == "/accounts/login/"
     assert "Example Corp cannot be reached right now" in _flash(client)
+
+
+# ----------------------------------------------------------------------------------- signing out
+
+
+def _provider_signs_in_silently(client: Client, browser: httpx.Client) -> bool:
+    """Whether starting a company sign-in goes through the provider without its form (its own
+    session is still on in this browser)."""
+    start = client.get("/oidc/authenticate/")
+    answer = browser.get(start["Location"], timeout=10)
+    return answer.status_code == 302 and answer.headers["location"].startswith(CALLBACK)
+
+
+def test_signing_out_ends_the_providers_session_too(idp, tags):
+    idp.person("alice", groups=["finance-team"])
+    client, browser = Client(), httpx.Client()
+    assert sign_in(client, idp, "alice", browser=browser)["Location"] == "/"
+    assert list(idp.control()["sessions"].values()) == ["alice"]
+
+    out = client.post("/accounts/logout/")
+    assert out.status_code == 302 and out["Location"].startswith(idp.issuer + "/end_session?")
+    query = parse_qs(urlparse(out["Location"]).query)
+    assert query["post_logout_redirect_uri"] == [SIGN_IN_PAGE] and query["client_id"] == [CLIENT_ID]
+    hint = jwt.decode(query["id_token_hint"][0], options={"verify_signature": False})
+    assert hint["sub"] == "sub-alice" and hint["aud"] == CLIENT_ID
+    assert client.get("/")["Location"].startswith("/accounts/login/")  # signed out of ragchat at once
+
+    back = browser.get(out["Location"], timeout=10)  # the browser follows to the provider
+    assert back.status_code == 302 and back.headers["location"] == SIGN_IN_PAGE
+    assert idp.control()["sessions"] == {}
+    assert not _provider_signs_in_silently(Client(), browser)  # the provider asks again
+
+
+def test_without_an_end_session_endpoint_signing_out_is_ragchats_alone(idp, tags):
+    """Google's discovery document names no end_session_endpoint: ragchat's session ends, the
+    provider's stays, and the next company sign-in in that browser goes through without its form."""
+    idp.control(end_session=False)
+    idp.person("gus", groups=[])
+    client, browser = Client(), httpx.Client()
+    assert sign_in(client, idp, "gus", browser=browser)["Location"] == "/"
+    out = client.post("/accounts/logout/")
+    assert out.status_code == 302 and out["Location"] == "/accounts/login/"
+    assert client.get("/")["Location"].startswith("/accounts/login/")
+    assert list(idp.control()["sessions"].values()) == ["gus"]
+    assert _provider_signs_in_silently(client, browser)
+
+
+def test_a_password_sign_in_signs_out_locally_and_an_unreachable_provider_is_said(idp, tags, settings):
+    get_user_model().objects.create_user("pam", password="pw-pam-12345")
+    client = Client()
+    assert client.post("/accounts/login/", {"username": "pam", "password": "pw-pam-12345"}).status_code == 302
+    assert client.post("/accounts/logout/")["Location"] == "/accounts/login/"  # no ID token: nothing to end
+
+    idp.person("hal", groups=[])
+    assert sign_in(client, idp, "hal")["Location"] == "/"
+    oidc.forget_discovery()
+    settings.RAGCHAT_OIDC_ISSUER = "http://127.0.0.1:9"
+    out = client.post("/accounts/logout/")
+    assert out["Location"] == "/accounts/login/" and client.get("/")["Location"].startswith("/accounts/login/")
+    assert "Example Corp could not be reached to end your sign-in there" in _flash(client)
 
 
 # ----------------------------------------------------------------------------------- passwords

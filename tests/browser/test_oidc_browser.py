@@ -1,7 +1,9 @@
 """Company sign-in in a real browser, under the Content-Security-Policy: the sign-in page's button
 takes the person to the identity provider (its own process, tests/access/oidc_provider.py), they
-sign in there, and come back signed in to ragchat with their group's tag; a refusal comes back to
-the sign-in page with the reason. Screenshots at desktop and phone widths in test-artifacts/."""
+sign in there, and come back signed in to ragchat with their group's tag; signing out passes
+through the provider, which ends its own session (the next sign-in asks again); a refusal comes
+back to the sign-in page with the reason. Screenshots at desktop and phone widths in
+test-artifacts/."""
 
 from __future__ import annotations
 
@@ -40,6 +42,8 @@ def sites(tmp_path_factory, ollama_server):
             "browser-secret",
             "--redirect-uri",
             server.url + "/oidc/callback/",
+            "--post-logout-redirect-uri",
+            server.url + "/accounts/login/",
         ],
         stdout=subprocess.PIPE,
         text=True,
@@ -84,6 +88,14 @@ def test_company_sign_in_through_the_provider(sites, chromium, width, height, la
         documents = page.goto(server.url + "/documents/")
         assert documents is not None and documents.ok
         assert "Finance" in page.content()  # her group's tag is hers
+
+        # Signing out ends the provider's session too: the next company sign-in asks again.
+        page.click("button:has-text('Sign out')")
+        page.wait_for_url(server.url + "/accounts/login/")
+        page.screenshot(path=str(ARTIFACTS / f"oidc-signed-out-{label}.png"), full_page=True)
+        page.click("text=Sign in with Example Corp")
+        page.wait_for_url(issuer + "/authorize?*")
+        assert page.locator("input[name=username]").is_visible()
 
         page.context.clear_cookies()
         page.goto(server.url + "/accounts/login/")

@@ -9,11 +9,12 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat.models import AnswerSource, ChatSession, Message
+from documents.models import Document
 from ragchat.bench import report as bench_report
 from routing import figures
 from tests.routing.test_report import _cite, _doc, data  # noqa: F401
@@ -32,6 +33,49 @@ def test_the_report_never_loads_the_answers_json(data):  # noqa: F811
             figures.tag_report(user=data["admin"], tag=tag, since=now - timedelta(days=30), until=now)
         assert not _reads(done.captured_queries, "passages") and not _reads(done.captured_queries, "citations")
         assert len(done.captured_queries) <= 12  # a fixed number of queries, whatever the period holds
+
+
+def _plan(sql: str) -> str:
+    """The database's plan for a captured query (its parameters written in)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
+            cursor.execute(f"EXPLAIN QUERY PLAN {sql}")
+            return "\n".join(row[-1] for row in cursor.fetchall())
+        cursor.execute(f"EXPLAIN {sql}")
+        return "\n".join(row[0] for row in cursor.fetchall())
+
+
+def test_no_tag_asks_each_answer_of_the_period_for_a_tagged_source(data):  # noqa: F811
+    """ "No tag" at a million messages: the count reads the period's answers once, from an index that
+    holds every column it needs, and asks each answer whether a source of it is a tagged document; it
+    never lists the answers of every tagged document (SQLite builds that list of all time each
+    time, PostgreSQL compares each answer with it row by row once it outgrows work_mem: minutes)."""
+    public = Document.objects.create(
+        title="Public page", original_filename="p.txt", content_hash="p", uploaded_by=data["admin"]
+    )
+    session = ChatSession.objects.create(owner=data["x"], title="t")
+    Message.objects.create(session=session, role="assistant", citations=[_cite(public)])
+    now = timezone.now()
+    with CaptureQueriesContext(connection) as done:
+        report = figures.tag_report(user=data["admin"], tag=None, since=now - timedelta(days=30), until=now)
+    assert report.asked == 1 and [c.document for c in report.cited] == [public]
+    counting = [q["sql"] for q in done.captured_queries if "CASE WHEN" in q["sql"]]
+    citing = [q["sql"] for q in done.captured_queries if 'COUNT("chat_answersource"."message_id")' in q["sql"]]
+    assert len(counting) == 1 and len(citing) == 1
+    plan, cited_plan = _plan(counting[0]), _plan(citing[0])
+    if connection.vendor == "sqlite":
+        # The period's answers are read once, in that one grouped pass (the votes on them too).
+        period = "(session_id=? AND created_at>? AND created_at<?)"
+        assert [q for q in done.captured_queries if period in _plan(q["sql"])] == [
+            q for q in done.captured_queries if q["sql"] == counting[0]
+        ]
+        assert "SEARCH chat_message USING COVERING INDEX message_by_session" in plan, plan
+        assert "CORRELATED SCALAR SUBQUERY" in plan and "answer_source_by_document" not in plan, plan
+        assert "(message_id=? AND document_id=?)" not in plan, plan  # one search per answer, not per document
+        # A listed document's citing answers are found by their id, not among every answer listed.
+        assert "USING INTEGER PRIMARY KEY (rowid=?)" in cited_plan and "session_id=?" not in cited_plan, cited_plan
+    else:
+        assert "Anti Join" in plan, plan  # NOT IN (a subquery) never becomes one
 
 
 def test_answer_sources_follow_every_save_of_an_answer(data):  # noqa: F811
@@ -95,3 +139,18 @@ def test_the_migration_derives_the_sources_of_stored_answers():
         (done.pk, cited, True),
     }
     assert Message.objects.get(pk=done.pk).cites_verified and not Message.objects.get(pk=failed.pk).cites_verified
+
+
+def test_sqlite_reads_the_database_through_a_memory_map(tmp_path):
+    """Half of the report's time at a million messages was the system calls that read SQLite's pages
+    one by one (ragchat.settings: PRAGMA mmap_size). The tests' database is in memory: a file
+    opened with the same settings shows it."""
+    if connection.vendor != "sqlite":
+        pytest.skip("a SQLite setting")
+    on_file = type(connections["default"])({**connection.settings_dict, "NAME": str(tmp_path / "db.sqlite3")})
+    try:
+        with on_file.cursor() as cursor:
+            cursor.execute("PRAGMA mmap_size")
+            assert cursor.fetchone()[0] >= 2**30
+    finally:
+        on_file.close()
