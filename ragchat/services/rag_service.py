@@ -32,7 +32,7 @@ from .errors import (
     RAGServiceError,
 )
 from .glossary import expand_query
-from .grounding import check_answer
+from .grounding import answers_with_a_figure, check_answer
 from .logs import request_id_var
 from .prompts import (
     CONFIDENCE_PROMPT,
@@ -388,7 +388,13 @@ class RAGService:
         focus = question_focus(
             (request.query, retrieval_query), [c.chunk_text for c in chunks if c.source_id in cited_ids]
         )
-        action, why = answer_action(confidence.overall, self.confidence_threshold, cited=bool(citations), focus=focus)
+        action, why = answer_action(
+            confidence.overall,
+            self.confidence_threshold,
+            cited=bool(citations),
+            focus=focus,
+            figure=answers_with_a_figure(request.query, answer),
+        )
         route_to = None
         if action == "ROUTE":
             route_to = await self.get_route_target(

@@ -365,6 +365,17 @@ async def test_an_answer_citing_passages_off_the_question_is_routed(rag, fake_ol
     assert (response.action, bool(response.citations)) == ("CITE", True)
 
 
+async def test_an_answer_without_the_figure_asked_for_is_routed(rag, fake_ollama, owners):
+    # "How many…?" answered with a true sentence of the right passage that states no figure.
+    owners[("hr", "default")] = TagOwner(user_id="42", email="hr.owner@company.com")
+    fake_ollama.reply("Full-time employees get vacation days of paid leave every calendar year.")
+    fake_ollama.rating(95)
+    response = await rag.generate(RAGRequest(query=VACATION_Q, user_tags=["hr"]))
+    assert response.citations and response.confidence.overall >= 60
+    assert response.action == "ROUTE"
+    assert response.route_to.reason == "The question asks for a figure and the answer states none - routing to hr owner"
+
+
 async def test_generate_token_budget(rag, fake_ollama, rag_settings, vector):
     cite(fake_ollama, 1)
     history = []
