@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import LiveServer
+from tests.browser.conftest import LiveServer, csp_context
 
 pytestmark = pytest.mark.browser
 
@@ -41,14 +41,9 @@ def server(tmp_path_factory, ollama_server):
 
 
 def _page(chromium, width=1280, height=900):
-    context = chromium.new_context(viewport={"width": width, "height": height})  # CSP enforced
-    page = context.new_page()
-    violations: list[str] = []
-    page.on(
-        "console",
-        lambda m: violations.append(f"{m.text} at {m.location}") if "Content Security Policy" in m.text else None,
-    )
-    return context, page, violations
+    """A page under the app's CSP and what its pages report (tests/browser/conftest.py's watch)."""
+    context, violations = csp_context(chromium, width, height)
+    return context, context.new_page(), violations
 
 
 def _sign_in(page, url, username, password):
@@ -101,9 +96,6 @@ def test_pages_have_no_csp_violation(server, chromium, username):
         assert response.status == 200, path
         assert "default-src 'self'" in response.headers.get("content-security-policy", "")
         page.wait_for_load_state("networkidle")
-        import re as _re
-
-        print(path, _re.findall(r"<[^>]*style=[^>]*>", page.content())[:5]) if violations else None
         assert not violations, f"{path}: {violations}"
     context.close()
 

@@ -111,7 +111,7 @@ def test_sites_pages_pass_axe(server, chromium, view):
 
     assert AXE, "axe-core is missing: run `make axe` (make test does)"
     site_id = server.shell("from documents.models import SiteSource; print(SiteSource.objects.get().pk)").split()[-1]
-    context = chromium.new_context(bypass_csp=True, **view)
+    context = chromium.new_context(**view)
     page = context.new_page()
     sign_in(page, server.url, "hana", PASSWORD)
     problems = {}
