@@ -36,6 +36,7 @@ from django.utils import timezone
 from access import policy
 from documents.models import Document, Tag
 from ragchat import runtime
+from ragchat.dates import shown_date
 from ragchat.services.vector_store.access import KNOWLEDGE_STATUS
 from routing.models import RoutedQuestion, VerifiedAnswer
 
@@ -258,7 +259,7 @@ def review_due(*, today: date | None = None) -> int:
     today = today or timezone.localdate()
     marked = 0
     for verified in VerifiedAnswer.objects.filter(status=Status.VERIFIED, review_by__lt=today):
-        reason = f"Its review date ({verified.review_by.isoformat()}) has passed."
+        reason = f"Its review date ({shown_date(verified.review_by)}) has passed."
         marked += mark_needs_review(verified=verified, reason=reason)
     return marked
 
@@ -456,7 +457,6 @@ def badge_states(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if verified is None:
             out.append(c)
             continue
-        at = timezone.localtime(verified.verified_at)
         out.append(
             {
                 **c,
@@ -464,7 +464,7 @@ def badge_states(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     **meta,
                     "verified": verified.status == Status.VERIFIED,
                     "verified_by": display_name(verified.verified_by),
-                    "verified_at": f"{at.day} {at:%b %Y}",
+                    "verified_at": shown_date(verified.verified_at),
                     KNOWLEDGE_STATUS: verified.status,
                 },
             }
