@@ -203,9 +203,12 @@ document.addEventListener("securitypolicyviolation", (e) => console.error(
   + ` at ${e.sourceFile || location.href}:${e.lineNumber} ${e.sample || ""}`));
 document.addEventListener("htmx:error", (e) => {
   const info = (e.detail && e.detail.errorInfo) || {};
+  // htmx puts the event's name in `error`, unless the detail brought an error of its own (the ws
+  // extension's is the socket's error event).
+  const name = typeof info.error === "string" ? info.error : info.socketWrapper ? "htmx:wsError" : String(info.error);
   const at = e.target && e.target.outerHTML ? e.target.outerHTML.slice(0, 160) : "";
   const content = info.content && info.content.outerHTML ? info.content.outerHTML.slice(0, 160) : "";
-  console.error(`ragchat-watch: htmx error: ${info.error} on ${at} ${content} at ${location.href}`);
+  console.error(`ragchat-watch: htmx error: ${name} on ${at} ${content} at ${location.href}`);
 });
 """
 WATCH_MARK = "ragchat-watch: "
@@ -237,6 +240,7 @@ class WatchedBrowser:
     def __init__(self, browser) -> None:
         self._browser = browser
         self._watched: list[list[str]] = []
+        self._allowed: list[str] = []
 
     def __getattr__(self, name: str):
         return getattr(self._browser, name)
@@ -251,8 +255,19 @@ class WatchedBrowser:
     def new_page(self, **options):
         raise NotImplementedError("open a context with new_context() and a page in it (the test closes the context)")
 
+    def allow(self, text: str, *, why: str) -> None:
+        """Problems containing `text` are what this test brings about on purpose (`why`, e.g. it
+        stops the server: the page's sockets report their error) and do not fail it."""
+        assert why, "say why the test brings this about"
+        self._allowed.append(text)
+
     def problems(self) -> list[str]:
-        return [problem for watched in self._watched for problem in watched]
+        return [
+            problem
+            for watched in self._watched
+            for problem in watched
+            if not any(text in problem for text in self._allowed)
+        ]
 
 
 def csp_context(chromium, width: int, height: int, *, script: bool = True):

@@ -138,6 +138,7 @@ def test_a_question_sent_while_disconnected_is_sent_on_reconnect(server, chromiu
     _start_chat(page, "How many vacation days do I get?")
     page.wait_for_selector("article.msg-assistant.status-complete", timeout=20_000)
     # The server goes away; the question typed meanwhile waits in the box and is sent on reconnect.
+    chromium.allow("htmx:wsError", why="the server is stopped: the page's sockets fail until it is back")
     server.stop()
     page.wait_for_selector("#conn[data-state=closed]", timeout=10_000)
     page.fill("#question", "Do unused days carry over?")
