@@ -6,8 +6,10 @@
 //   (data-live-at="afterbegin" to go first, else last) and is inserted there instead of dropped:
 //   the "live" extension (hx-ext="live" on <body>, so every request and socket) puts an empty
 //   element of its id there before htmx swaps, which htmx then swaps like any other; a fragment
-//   with neither its target nor its container on this page is not for it and is left out (htmx
-//   would report each as an error);
+//   with neither its target nor its container on this page is not for it and is left out, as is
+//   a removal (hx-swap-oob="delete") of what the page does not show, and an update marked
+//   data-live-if-shown of something the page does not show (a site's card on a list rendered before
+//   the site was added); htmx would report each as an error;
 // - move: with data-live-move an existing target is removed and the fragment inserted as if new;
 // - connection state: every .conn inside the socket's element shows connecting / open / closed
 //   (its text from data-connecting / data-open / data-closed, else the defaults below).
@@ -21,12 +23,19 @@
     if (window.htmx) window.htmx.process(el);
   }
 
-  // The response's fragments that name a container: each gets its place on the page, or is left out.
+  // The response's fragments that name a container: each gets its place on the page, or is left
+  // out; a removal or an if-shown update of what the page does not show is left out too.
   function makeRoom(text) {
-    if (typeof text !== "string" || text.indexOf("data-live-into") < 0) return text;
+    if (typeof text !== "string" || !/data-live-into|data-live-if-shown|hx-swap-oob="delete"/.test(text)) return text;
     const parsed = document.createElement("template");
     parsed.innerHTML = text;
     let dropped = false;
+    parsed.content.querySelectorAll('[hx-swap-oob="delete"][id], [data-live-if-shown][id]').forEach((el) => {
+      if (!document.getElementById(el.id)) {
+        el.remove();
+        dropped = true;
+      }
+    });
     parsed.content.querySelectorAll("[data-live-into][id]").forEach((el) => {
       if (document.getElementById(el.id)) return;
       const into = document.querySelector(el.dataset.liveInto);
