@@ -59,10 +59,11 @@ def display_name(user) -> str:
 
 
 def knowledge_text(*, question: str, answer: str) -> str:
-    """The published document's Markdown: what retrieval finds and cites. Who verified it and when
-    is not in the text (the model would repeat it after it stopped being true): the chunks' payload
-    and the citation badge, read from the database, say it."""
-    return f"# {question.strip()}\n\n**Question:** {question.strip()}\n\n**Answer:** {answer.strip()}\n"
+    """The published document's Markdown: what retrieval finds and cites. The question is its
+    heading (each chunk opens with it, so retrieval matches the question's words) and its title; the
+    answer is the text. Who verified it and when is not in the text (the model would repeat it after
+    it stopped being true): the chunks' payload and the citation badge, read from the database, say it."""
+    return f"# {question.strip()}\n\n{answer.strip()}\n"
 
 
 def knowledge_metadata(verified: VerifiedAnswer) -> dict[str, Any]:
