@@ -29,14 +29,19 @@
     if (typeof text !== "string" || !/data-live-into|data-live-if-shown|hx-swap-oob="delete"/.test(text)) return text;
     const parsed = document.createElement("template");
     parsed.innerHTML = text;
+    // Table rows come wrapped in <template> (HTML parses a <tr> only among table parts): look inside.
+    const all = (selector, root = parsed.content) => [
+      ...root.querySelectorAll(selector),
+      ...[...root.querySelectorAll("template")].flatMap((t) => all(selector, t.content)),
+    ];
     let dropped = false;
-    parsed.content.querySelectorAll('[hx-swap-oob="delete"][id], [data-live-if-shown][id]').forEach((el) => {
+    all('[hx-swap-oob="delete"][id], [data-live-if-shown][id]').forEach((el) => {
       if (!document.getElementById(el.id)) {
         el.remove();
         dropped = true;
       }
     });
-    parsed.content.querySelectorAll("[data-live-into][id]").forEach((el) => {
+    all("[data-live-into][id]").forEach((el) => {
       if (document.getElementById(el.id)) return;
       const into = document.querySelector(el.dataset.liveInto);
       if (!into) {
