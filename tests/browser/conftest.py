@@ -9,8 +9,8 @@ Chromium through Playwright.
 - `live_server_url` (session): the base URL.
 - `chromium` (function; the browser itself is launched once per module): the Playwright browser.
   Every context it opens runs the pages under the app's CSP (`bypass_csp` is refused) and is
-  watched (`watch_console`): a Content-Security-Policy violation or an htmx error in any page fails
-  the test at teardown. `browser_page` (function): a fresh context + page.
+  watched (`Watch`): a Content-Security-Policy violation or an htmx error in any page fails the test
+  at teardown (`chromium.allow(text, why=...)` for one the test brings about on purpose). `browser_page` (function): a fresh context + page.
 - `wait_until(page, script)`: polls a script in the page from here (Playwright's
   `wait_for_function` compiles its predicate in the page, which the CSP's script-src refuses).
 - `sign_in(page, base_url, username, password)`: log in through the login form;
@@ -195,7 +195,7 @@ def assert_no_sideways_scroll(page) -> None:
 
 # Run in every page before its own scripts (Playwright injects it through the DevTools protocol, so the
 # CSP does not apply to it): what the page reports as a CSP violation or an htmx error reaches the
-# console with a mark `watch_console` knows. htmx says each error in an `htmx:error` event (the
+# console with a mark `Watch` knows. htmx says each error in an `htmx:error` event (the
 # console line it writes itself carries only the event's name).
 WATCH_SCRIPT = """
 document.addEventListener("securitypolicyviolation", (e) => console.error(
@@ -214,32 +214,37 @@ document.addEventListener("htmx:error", (e) => {
 WATCH_MARK = "ragchat-watch: "
 
 
-def watch_console(context) -> list[str]:
-    """Watch every page of this browser context: returns the list that collects, as they happen, the
-    Content-Security-Policy violations (the DOM event where script runs, Chromium's console line
-    where it does not) and htmx errors its pages report. The `chromium` fixture watches each context
-    it opens and fails the test at teardown on any of them."""
-    problems: list[str] = []
+class Watch:
+    """What the pages of one browser context said: `problems`, the Content-Security-Policy violations
+    and htmx errors (a test fails on them), and `console`, the other errors and warnings of their
+    consoles and their uncaught script errors (told with the problems, for context)."""
 
-    def on_console(message) -> None:
+    def __init__(self, context, *, script: bool) -> None:
+        self.problems: list[str] = []
+        self.console: list[str] = []
+        context.add_init_script(WATCH_SCRIPT)
+        context.on("console", lambda message: self._heard(message, script=script))
+        context.on("weberror", lambda error: self.console.append(f"uncaught: {error.error}"))
+
+    def _heard(self, message, *, script: bool) -> None:
         text = message.text
         if text.startswith(WATCH_MARK):
-            problems.append(text[len(WATCH_MARK) :])
+            self.problems.append(text[len(WATCH_MARK) :])
         elif "Content Security Policy" in text:
-            problems.append(f"CSP violation: {text} at {message.location}")
-
-    context.add_init_script(WATCH_SCRIPT)
-    context.on("console", on_console)
-    return problems
+            # With script on, the page's own event said it (with more detail); without, only this.
+            if not script:
+                self.problems.append(f"CSP violation: {text} at {message.location}")
+        elif message.type in ("error", "warning"):
+            self.console.append(f"{message.type}: {text} at {message.location.get('url', '')}")
 
 
 class WatchedBrowser:
-    """The Playwright browser as a test gets it: the contexts it opens are watched (`watch_console`)
-    and may not bypass the page's CSP; `problems()` lists what all of them reported."""
+    """The Playwright browser as a test gets it: the contexts it opens are watched (`Watch`) and may
+    not bypass the page's CSP; `problems()` lists the CSP violations and htmx errors of all of them."""
 
     def __init__(self, browser) -> None:
         self._browser = browser
-        self._watched: list[list[str]] = []
+        self._watches: list[tuple[object, Watch]] = []
         self._allowed: list[str] = []
 
     def __getattr__(self, name: str):
@@ -249,7 +254,7 @@ class WatchedBrowser:
         if options.get("bypass_csp"):
             raise ValueError("browser tests look at the pages under the app's CSP: bypass_csp is not allowed")
         context = self._browser.new_context(**options)
-        self._watched.append(watch_console(context))
+        self._watches.append((context, Watch(context, script=options.get("java_script_enabled", True))))
         return context
 
     def new_page(self, **options):
@@ -261,20 +266,27 @@ class WatchedBrowser:
         assert why, "say why the test brings this about"
         self._allowed.append(text)
 
+    def problems_in(self, context) -> list[str]:
+        """The CSP violations and htmx errors this context's pages reported so far (a live list)."""
+        return next(watch.problems for watched, watch in self._watches if watched is context)
+
     def problems(self) -> list[str]:
         return [
             problem
-            for watched in self._watched
-            for problem in watched
+            for _, watch in self._watches
+            for problem in watch.problems
             if not any(text in problem for text in self._allowed)
         ]
+
+    def console(self) -> list[str]:
+        return [line for _, watch in self._watches for line in watch.console]
 
 
 def csp_context(chromium, width: int, height: int, *, script: bool = True):
     """A browser context at this size (script on or off) under the app's CSP, and the CSP violations
-    and htmx errors its pages report (`watch_console`; the test fails on them at teardown anyway)."""
+    and htmx errors its pages report (`Watch`; the test fails on them at teardown anyway)."""
     context = chromium.new_context(viewport={"width": width, "height": height}, java_script_enabled=script)
-    return context, chromium._watched[-1]
+    return context, chromium.problems_in(context)
 
 
 def csp_signed_in(chromium, width: int, height: int, base_url: str, username: str, password: str, *, script=True):
@@ -329,8 +341,11 @@ def chromium(chromium_browser):
     yield watched
     problems = watched.problems()
     if problems:
+        console = watched.console()
         pytest.fail(
-            f"{len(problems)} CSP violation(s) or htmx error(s) in the browser:\n" + "\n".join(problems[:20]),
+            f"{len(problems)} CSP violation(s) or htmx error(s) in the browser:\n"
+            + "\n".join(problems[:20])
+            + ("\nand its console's other errors and warnings:\n" + "\n".join(console[:20]) if console else ""),
             pytrace=False,
         )
 

@@ -127,3 +127,24 @@ def test_owner_sees_what_is_withheld_and_admin_views_as(server, chromium, width,
     page.screenshot(path=str(ARTIFACTS / f"access-view-as-{label}.png"), full_page=True)
     assert not violations, violations
     context.close()
+
+
+def test_the_watch_sees_a_csp_violation_and_an_htmx_error(server, chromium):
+    """The rule every browser test runs under (tests/browser/conftest.py): a style the CSP refuses and
+    an out-of-band swap with no target on the page are both seen (and would fail the test at its end:
+    here they are brought about on purpose and allowed)."""
+    live, _ = server
+    context, page, problems = _page(chromium)
+    _sign_in(page, live.url, "emma", "pw-emma-12345")
+    assert problems == []
+    page.evaluate("document.querySelector('main').setAttribute('style', 'color: red')")
+    page.evaluate(
+        "htmx.swap('#flash', '<p id=\"nowhere-on-this-page\" hx-swap-oob=\"true\">x</p>', {swapStyle: 'beforeend'})"
+    )
+    page.wait_for_timeout(200)
+    assert any(p.startswith("CSP violation: style-src-attr") for p in problems), problems
+    assert any("htmx:oobErrorNoTarget" in p and "nowhere-on-this-page" in p for p in problems), problems
+    chromium.allow("CSP violation: style-src-attr", why="this test sets a style attribute to see it refused")
+    chromium.allow("htmx:oobErrorNoTarget", why="this test swaps a fragment whose target is not on the page")
+    assert chromium.problems() == []
+    context.close()
