@@ -219,9 +219,10 @@ class Watch:
     and htmx errors (a test fails on them), and `console`, the other errors and warnings of their
     consoles and their uncaught script errors (told with the problems, for context)."""
 
-    def __init__(self, context, *, script: bool) -> None:
+    def __init__(self, context, *, script: bool, allowed: list[str]) -> None:
         self.problems: list[str] = []
         self.console: list[str] = []
+        self._allowed = allowed  # the test's: what it brings about on purpose is not a problem
         context.add_init_script(WATCH_SCRIPT)
         context.on("console", lambda message: self._heard(message, script=script))
         context.on("weberror", lambda error: self.console.append(f"uncaught: {error.error}"))
@@ -229,13 +230,19 @@ class Watch:
     def _heard(self, message, *, script: bool) -> None:
         text = message.text
         if text.startswith(WATCH_MARK):
-            self.problems.append(text[len(WATCH_MARK) :])
+            self._problem(text[len(WATCH_MARK) :])
         elif "Content Security Policy" in text:
             # With script on, the page's own event said it (with more detail); without, only this.
             if not script:
-                self.problems.append(f"CSP violation: {text} at {message.location}")
+                self._problem(f"CSP violation: {text} at {message.location}")
         elif message.type in ("error", "warning"):
             self.console.append(f"{message.type}: {text} at {message.location.get('url', '')}")
+
+    def _problem(self, text: str) -> None:
+        if any(allowed in text for allowed in self._allowed):
+            self.console.append(f"allowed: {text}")
+        else:
+            self.problems.append(text)
 
 
 class WatchedBrowser:
@@ -254,15 +261,16 @@ class WatchedBrowser:
         if options.get("bypass_csp"):
             raise ValueError("browser tests look at the pages under the app's CSP: bypass_csp is not allowed")
         context = self._browser.new_context(**options)
-        self._watches.append((context, Watch(context, script=options.get("java_script_enabled", True))))
+        script = options.get("java_script_enabled", True)
+        self._watches.append((context, Watch(context, script=script, allowed=self._allowed)))
         return context
 
     def new_page(self, **options):
         raise NotImplementedError("open a context with new_context() and a page in it (the test closes the context)")
 
     def allow(self, text: str, *, why: str) -> None:
-        """Problems containing `text` are what this test brings about on purpose (`why`, e.g. it
-        stops the server: the page's sockets report their error) and do not fail it."""
+        """Problems containing `text`, from now on, are what this test brings about on purpose (`why`,
+        e.g. it stops the server: the page's sockets report their error) and do not fail it."""
         assert why, "say why the test brings this about"
         self._allowed.append(text)
 
@@ -271,12 +279,7 @@ class WatchedBrowser:
         return next(watch.problems for watched, watch in self._watches if watched is context)
 
     def problems(self) -> list[str]:
-        return [
-            problem
-            for _, watch in self._watches
-            for problem in watch.problems
-            if not any(text in problem for text in self._allowed)
-        ]
+        return [problem for _, watch in self._watches for problem in watch.problems]
 
     def console(self) -> list[str]:
         return [line for _, watch in self._watches for line in watch.console]
