@@ -15,6 +15,7 @@ from chat import selectors
 from chat.models import ChatSession, Message
 from chat.presenters import STOPPED, passages_found, sources_known
 from chat.rendering import answer_markdown, markdown_to_html
+from ragchat.dates import shown_datetime
 from ragchat.partials import render_partial
 from ragchat.services.citations import cited_source_ids
 
@@ -67,7 +68,7 @@ def exported_messages(*, user, session: ChatSession) -> list[ExportedMessage]:
     for m in rows:
         if m.status == Message.Status.STREAMING:
             continue
-        when = timezone.localtime(m.created_at).strftime("%d %b %Y, %H:%M")
+        when = shown_datetime(m.created_at)
         text = m.content if m.role == Message.Role.USER else _markdown(m)
         out.append(ExportedMessage(heading=f"{_author(m, versions.get(m.pk))} · {when}", markdown=text, note=_note(m)))
     return out
@@ -78,7 +79,7 @@ def filename(session: ChatSession, extension: str) -> str:
 
 
 def session_markdown(*, user, session: ChatSession) -> str:
-    stamp = timezone.localtime().strftime("%d %b %Y, %H:%M")
+    stamp = shown_datetime(timezone.now())
     parts = [f"# {session.title}", "", f"_Exported from ragchat on {stamp}._"]
     for m in exported_messages(user=user, session=session):
         parts += ["", f"## {m.heading}", "", m.markdown]
@@ -96,6 +97,6 @@ def session_pdf(*, user, session: ChatSession) -> bytes:
     ]
     html = render_partial(
         "chat/export.html",
-        {"session": session, "messages": messages, "stamp": timezone.localtime().strftime("%d %b %Y, %H:%M")},
+        {"session": session, "messages": messages, "stamp": shown_datetime(timezone.now())},
     )
     return HTML(string=html).write_pdf(stylesheets=[CSS(filename=finders.find("css/export.css"))])

@@ -23,7 +23,7 @@ from ragchat.markup import snippet_html
 from ragchat.partials import render_partial
 from ragchat.services.citations import citation_from_result, model_cited_source_ids
 from ragchat.services.types import ATTRIBUTED_PATTERN, SOURCEID_PATTERN, Citation, SearchResult
-from ragchat.templatetags.sources import source_place
+from ragchat.templatetags.sources import passage_text, shown_section, source_place
 
 _SOURCEID_RE = re.compile(SOURCEID_PATTERN)
 _ATTRIBUTED_RE = re.compile(ATTRIBUTED_PATTERN)
@@ -150,8 +150,8 @@ def _percent(score: Any) -> str:
 
 
 def _marker_html(source: dict[str, Any], *, prefix: str, occurrence: int, attributed: bool = False) -> str:
-    full = source.get("snippet_full") or ""
-    short = source.get("snippet") or ""
+    full = passage_text(source, source.get("snippet_full") or "")
+    short = passage_text(source, source.get("snippet") or "")
     meta = source.get("metadata") or {}
     n = str(source["n"])  # a str, not an int: the template would localise an int, which costs more than the rest
     return render_partial(
@@ -278,7 +278,7 @@ def answer_markdown(
 
 def _document_and_place(source: dict[str, Any]) -> str:
     where = [f"page {source['page_number']}"] if source.get("page_number") is not None else []
-    where += [source["section"]] if source.get("section") else []
+    where += [shown_section(source)] if shown_section(source) else []
     return (source.get("document_name") or "Document") + (f" ({', '.join(where)})" if where else "")
 
 

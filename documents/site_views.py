@@ -66,7 +66,9 @@ def site_create(request):
         return _list(request, form)
     run = sites.crawl_request(site=site)
     crawl_enqueue(run.pk)
-    messages.success(request, f"“{site.name}” added; the first crawl has started.")
+    # The crawl's state is the page's "Latest crawl", live: it may have ended (failed) by the time
+    # the page shows, so the message does not say how it stands.
+    messages.success(request, f"“{site.name}” added. Its first crawl shows under “Latest crawl”.")
     return redirect("documents:site_detail", site_id=site.pk)
 
 
@@ -88,7 +90,7 @@ def site_crawl(request, site_id):
     run = sites.crawl_request(site=site)
     if run.status == run.Status.QUEUED and run.started_at is None:
         crawl_enqueue(run.pk)
-        messages.success(request, "Crawl started.")
+        messages.success(request, "Crawl requested. It shows under “Latest crawl”.")
     else:
         messages.info(request, "A crawl of this site is already running.")
     return redirect("documents:site_detail", site_id=site.pk)

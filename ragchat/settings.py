@@ -178,6 +178,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = env.str("TIME_ZONE", default="UTC")
 USE_I18N = True
 USE_TZ = True
+# Dates and times are written one way on every page ("27 Nov 2026, 13:02"): ragchat/formats/en/formats.py.
+FORMAT_MODULE_PATH = ["ragchat.formats"]
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

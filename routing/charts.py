@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ragchat.dates import shown_month_day
 from routing.figures import OUTCOMES, Report
 
 WIDTH, HEIGHT = 480, 240
@@ -94,7 +95,7 @@ def _slots(n: int) -> tuple[float, float]:
 
 
 def _date(d) -> str:
-    return f"{d:%b} {d.day}"
+    return shown_month_day(d)
 
 
 def questions_chart(report: Report) -> Chart:

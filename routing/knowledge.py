@@ -38,6 +38,7 @@ from access import policy
 from chat.models import AnswerSource
 from documents.models import Document, Tag
 from ragchat import runtime
+from ragchat.dates import shown_date
 from ragchat.services.vector_store.access import KNOWLEDGE_STATUS
 from routing.models import RoutedQuestion, VerifiedAnswer
 
@@ -60,10 +61,11 @@ def display_name(user) -> str:
 
 
 def knowledge_text(*, question: str, answer: str) -> str:
-    """The published document's Markdown: what retrieval finds and cites. Who verified it and when
-    is not in the text (the model would repeat it after it stopped being true): the chunks' payload
-    and the citation badge, read from the database, say it."""
-    return f"# {question.strip()}\n\n**Question:** {question.strip()}\n\n**Answer:** {answer.strip()}\n"
+    """The published document's Markdown: what retrieval finds and cites. The question is its
+    heading (each chunk opens with it, so retrieval matches the question's words) and its title; the
+    answer is the text. Who verified it and when is not in the text (the model would repeat it after
+    it stopped being true): the chunks' payload and the citation badge, read from the database, say it."""
+    return f"# {question.strip()}\n\n{answer.strip()}\n"
 
 
 def knowledge_metadata(verified: VerifiedAnswer) -> dict[str, Any]:
@@ -285,7 +287,7 @@ def review_due(*, today: date | None = None) -> int:
     today = today or timezone.localdate()
     marked = 0
     for verified in VerifiedAnswer.objects.filter(status=Status.VERIFIED, review_by__lt=today):
-        reason = f"Its review date ({verified.review_by.isoformat()}) has passed."
+        reason = f"Its review date ({shown_date(verified.review_by)}) has passed."
         marked += mark_needs_review(verified=verified, reason=reason)
     return marked
 
@@ -483,7 +485,6 @@ def badge_states(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if verified is None:
             out.append(c)
             continue
-        at = timezone.localtime(verified.verified_at)
         out.append(
             {
                 **c,
@@ -491,7 +492,7 @@ def badge_states(citations: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     **meta,
                     "verified": verified.status == Status.VERIFIED,
                     "verified_by": display_name(verified.verified_by),
-                    "verified_at": f"{at.day} {at:%b %Y}",
+                    "verified_at": shown_date(verified.verified_at),
                     KNOWLEDGE_STATUS: verified.status,
                 },
             }

@@ -31,6 +31,7 @@ from chat.models import AnswerFeedback, ChatSession, Message
 from documents.models import Document, Tag
 from documents.selectors import tag_owner
 from ragchat import runtime
+from ragchat.dates import shown_datetime
 from ragchat.services.rag_service import STRATEGY_SMALLTALK
 from ragchat.services.routing import primary_tag, route_target
 from ragchat.services.types import SearchResult
@@ -687,7 +688,7 @@ def notify_outdated(*, document_id, marked_by) -> None:
 def notify_answer(*, question_id: int) -> None:
     question = RoutedQuestion.objects.select_related("asker", "answered_by").get(pk=question_id)
     url = absolute_url(reverse("chat:session", args=[question.session_id]))
-    when = timezone.localtime(question.answered_at).strftime("%d %b %Y, %H:%M")
+    when = shown_datetime(question.answered_at)
     body = (
         f"{display_name(question.answered_by)} answered your question on {when}.\n\n"
         f"Your question:\n{question.question}\n\n"

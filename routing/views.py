@@ -26,6 +26,7 @@ from chat.rendering import render_answer
 from documents.models import PUBLIC_TAG_SLUG
 from documents.selectors import with_outdated
 from ragchat.bounds import request_int
+from ragchat.dates import shown_date
 from ragchat.htmx import redirect_after_post
 from ragchat.partials import render_partial
 from routing import charts, exports, figures, knowledge, selectors, services
@@ -387,7 +388,7 @@ def knowledge_reverify(request, verified_id):
         request,
         verified_id,
         knowledge.reverify,
-        lambda v: f"Verified again by you; next review by {v.review_by:%-d %b %Y}.",
+        lambda v: f"Verified again by you; next review by {shown_date(v.review_by)}.",
     )
 
 

@@ -43,20 +43,22 @@
     if (flash.getBoundingClientRect().top < covered) window.scrollTo({ top: 0 });
   }
 
+  // A refusal is an answer the page expects (its form expired, what it acts on was deleted in
+  // another tab), told to the person: htmx is told it is not an error (it would log one). A failure of
+  // the server (5xx) or of the network stays one.
   document.body.addEventListener("htmx:beforeSwap", (e) => {
     const xhr = e.detail.xhr;
-    if (xhr.status >= 400 && xhr.getResponseHeader("HX-Retarget")) e.detail.shouldSwap = true;
+    if (xhr.status < 400 || xhr.status >= 500) return;
+    e.detail.isError = false;
+    if (xhr.getResponseHeader("HX-Retarget")) e.detail.shouldSwap = true; // the server said it, where it belongs
+    else say(xhr.status === 404 ? "gone" : "refused");
   });
 
   document.body.addEventListener("htmx:afterSwap", (e) => {
     if (e.detail.target && e.detail.target.id === "flash") reveal(e.detail.target);
   });
 
-  document.body.addEventListener("htmx:responseError", (e) => {
-    const xhr = e.detail.xhr;
-    if (xhr.getResponseHeader("HX-Retarget")) return; // the server said it, where it belongs
-    say(xhr.status === 404 ? "gone" : xhr.status >= 500 ? "failed" : "refused");
-  });
+  document.body.addEventListener("htmx:responseError", () => say("failed")); // a 5xx: refusals are said above
 
   document.body.addEventListener("htmx:sendError", () => say("unreachable"));
 

@@ -8,7 +8,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, LiveServer, chromium  # noqa: F401 (fixture)
+from tests.browser.conftest import (  # noqa: F401 (fixtures)
+    ARTIFACTS,
+    LiveServer,
+    chromium,
+    chromium_browser,
+    csp_context,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -35,12 +41,9 @@ def server(tmp_path_factory, ollama_server):
 
 
 def _page(chromium, size):  # noqa: F811
-    width, height = SIZES[size]
-    context = chromium.new_context(viewport={"width": width, "height": height})  # CSP enforced
-    page = context.new_page()
-    violations: list[str] = []
-    page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    return context, page, violations
+    """A page under the app's CSP and what its pages report (tests/browser/conftest.py's watch)."""
+    context, violations = csp_context(chromium, *SIZES[size])
+    return context, context.new_page(), violations
 
 
 def _sign_in(page, url, username, password):

@@ -7,7 +7,12 @@ Chromium through Playwright.
   (same DB file; SQLite WAL allows it while the server runs). Do not index through `.shell()` while
   the server runs: the embedded Qdrant can be opened by one process only — upload through the app.
 - `live_server_url` (session): the base URL.
-- `chromium` (session): the Playwright browser; `browser_page` (function): a fresh context + page.
+- `chromium` (function; the browser itself is launched once per module): the Playwright browser.
+  Every context it opens runs the pages under the app's CSP (`bypass_csp` is refused) and is
+  watched (`Watch`): a Content-Security-Policy violation or an htmx error in any page fails the test
+  at teardown (`chromium.allow(text, why=...)` for one the test brings about on purpose). `browser_page` (function): a fresh context + page.
+- `wait_until(page, script)`: polls a script in the page from here (Playwright's
+  `wait_for_function` compiles its predicate in the page, which the CSP's script-src refuses).
 - `sign_in(page, base_url, username, password)`: log in through the login form;
   `signed_in(browser, base_url, username, password, width=, height=)`: a fresh context of that
   viewport and a page in it, signed in: (context, page).
@@ -188,13 +193,103 @@ def assert_no_sideways_scroll(page) -> None:
     assert sideways[0] <= sideways[1] + 1, f"the page scrolls sideways: {sideways}"
 
 
+# Run in every page before its own scripts (Playwright injects it through the DevTools protocol, so the
+# CSP does not apply to it): what the page reports as a CSP violation or an htmx error reaches the
+# console with a mark `Watch` knows. htmx says each error in an `htmx:error` event (the
+# console line it writes itself carries only the event's name).
+WATCH_SCRIPT = """
+document.addEventListener("securitypolicyviolation", (e) => console.error(
+  `ragchat-watch: CSP violation: ${e.violatedDirective} refused ${e.blockedURI || "inline"}`
+  + ` at ${e.sourceFile || location.href}:${e.lineNumber} ${e.sample || ""}`));
+document.addEventListener("htmx:error", (e) => {
+  const info = (e.detail && e.detail.errorInfo) || {};
+  // htmx puts the event's name in `error`, unless the detail brought an error of its own (the ws
+  // extension's is the socket's error event).
+  const name = typeof info.error === "string" ? info.error : info.socketWrapper ? "htmx:wsError" : String(info.error);
+  const at = e.target && e.target.outerHTML ? e.target.outerHTML.slice(0, 160) : "";
+  const content = info.content && info.content.outerHTML ? info.content.outerHTML.slice(0, 160) : "";
+  console.error(`ragchat-watch: htmx error: ${name} on ${at} ${content} at ${location.href}`);
+});
+"""
+WATCH_MARK = "ragchat-watch: "
+
+
+class Watch:
+    """What the pages of one browser context said: `problems`, the Content-Security-Policy violations
+    and htmx errors (a test fails on them), and `console`, the other errors and warnings of their
+    consoles and their uncaught script errors (told with the problems, for context)."""
+
+    def __init__(self, context, *, script: bool, allowed: list[str]) -> None:
+        self.problems: list[str] = []
+        self.console: list[str] = []
+        self._allowed = allowed  # the test's: what it brings about on purpose is not a problem
+        context.add_init_script(WATCH_SCRIPT)
+        context.on("console", lambda message: self._heard(message, script=script))
+        context.on("weberror", lambda error: self.console.append(f"uncaught: {error.error}"))
+
+    def _heard(self, message, *, script: bool) -> None:
+        text = message.text
+        if text.startswith(WATCH_MARK):
+            self._problem(text[len(WATCH_MARK) :])
+        elif "Content Security Policy" in text:
+            # With script on, the page's own event said it (with more detail); without, only this.
+            if not script:
+                self._problem(f"CSP violation: {text} at {message.location}")
+        elif message.type in ("error", "warning"):
+            self.console.append(f"{message.type}: {text} at {message.location.get('url', '')}")
+
+    def _problem(self, text: str) -> None:
+        if any(allowed in text for allowed in self._allowed):
+            self.console.append(f"allowed: {text}")
+        else:
+            self.problems.append(text)
+
+
+class WatchedBrowser:
+    """The Playwright browser as a test gets it: the contexts it opens are watched (`Watch`) and may
+    not bypass the page's CSP; `problems()` lists the CSP violations and htmx errors of all of them."""
+
+    def __init__(self, browser) -> None:
+        self._browser = browser
+        self._watches: list[tuple[object, Watch]] = []
+        self._allowed: list[str] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._browser, name)
+
+    def new_context(self, **options):
+        if options.get("bypass_csp"):
+            raise ValueError("browser tests look at the pages under the app's CSP: bypass_csp is not allowed")
+        context = self._browser.new_context(**options)
+        script = options.get("java_script_enabled", True)
+        self._watches.append((context, Watch(context, script=script, allowed=self._allowed)))
+        return context
+
+    def new_page(self, **options):
+        raise NotImplementedError("open a context with new_context() and a page in it (the test closes the context)")
+
+    def allow(self, text: str, *, why: str) -> None:
+        """Problems containing `text`, from now on, are what this test brings about on purpose (`why`,
+        e.g. it stops the server: the page's sockets report their error) and do not fail it."""
+        assert why, "say why the test brings this about"
+        self._allowed.append(text)
+
+    def problems_in(self, context) -> list[str]:
+        """The CSP violations and htmx errors this context's pages reported so far (a live list)."""
+        return next(watch.problems for watched, watch in self._watches if watched is context)
+
+    def problems(self) -> list[str]:
+        return [problem for _, watch in self._watches for problem in watch.problems]
+
+    def console(self) -> list[str]:
+        return [line for _, watch in self._watches for line in watch.console]
+
+
 def csp_context(chromium, width: int, height: int, *, script: bool = True):
     """A browser context at this size (script on or off) under the app's CSP, and the CSP violations
-    its pages report."""
+    and htmx errors its pages report (`Watch`; the test fails on them at teardown anyway)."""
     context = chromium.new_context(viewport={"width": width, "height": height}, java_script_enabled=script)
-    violations: list[str] = []
-    context.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
-    return context, violations
+    return context, chromium.problems_in(context)
 
 
 def csp_signed_in(chromium, width: int, height: int, base_url: str, username: str, password: str, *, script=True):
@@ -203,6 +298,16 @@ def csp_signed_in(chromium, width: int, height: int, base_url: str, username: st
     page = context.new_page()
     sign_in(page, base_url, username, password)
     return context, page, violations
+
+
+def wait_until(page, script: str, *, timeout: float = 10, message: str = "") -> None:
+    """Wait until `script` (an expression or a function of no argument) is true in the page, polled
+    from here: Playwright's `wait_for_function` compiles its predicate in the page, which the CSP's
+    script-src refuses; `page.evaluate` goes through the DevTools protocol, which it does not."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(script):
+        assert time.monotonic() < deadline, message or f"not true after {timeout} s: {script}"
+        page.wait_for_timeout(100)
 
 
 @pytest.fixture(scope="session")
@@ -220,7 +325,7 @@ def live_server_url(daphne_server) -> str:
 # Module scope, not session: Playwright's sync API runs an event loop in the main thread while it
 # is open, and every later async test or async_to_sync call in the same pytest run would fail.
 @pytest.fixture(scope="module")
-def chromium():
+def chromium_browser():
     if not Path(CHROMIUM).exists():
         pytest.skip("Debian's chromium is not installed (make chromium)")
     from playwright.sync_api import sync_playwright
@@ -232,10 +337,25 @@ def chromium():
 
 
 @pytest.fixture
+def chromium(chromium_browser):
+    """The browser, its contexts watched for this test: a CSP violation or an htmx error that any of
+    its pages reported fails the test here, at teardown."""
+    watched = WatchedBrowser(chromium_browser)
+    yield watched
+    problems = watched.problems()
+    if problems:
+        console = watched.console()
+        pytest.fail(
+            f"{len(problems)} CSP violation(s) or htmx error(s) in the browser:\n"
+            + "\n".join(problems[:20])
+            + ("\nand its console's other errors and warnings:\n" + "\n".join(console[:20]) if console else ""),
+            pytrace=False,
+        )
+
+
+@pytest.fixture
 def browser_page(chromium):
-    # Playwright's wait_for_function evaluates test code in the page, which the app's CSP forbids
-    # (no eval): these tests bypass it; tests/browser/test_csp_browser.py checks the pages under it.
-    context = chromium.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    context = chromium.new_context(viewport={"width": 1280, "height": 900})
     page = context.new_page()
     yield page
     context.close()

@@ -381,6 +381,9 @@ def test_an_htmx_action_that_fails_says_so(live, chromium, width, height):
     page.screenshot(path=str(ARTIFACTS / f"htmx-failure-404-{label}.png"))
 
     # A server error, then the server out of reach: each replaces the last sentence.
+    chromium.allow("Response Status Error Code 500", why="the test answers the request with a server error")
+    for cut_off in ("htmx:sendError", "htmx:afterRequest"):
+        chromium.allow(cut_off, why="the test cuts the request off as an unreachable server would")
     page.route("**/delete", lambda route: route.fulfill(status=500, body="Server Error"))
     page.once("dialog", _answer(asked, True))
     page.click("main .detail-actions .btn-danger:has-text('Delete')")

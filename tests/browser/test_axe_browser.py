@@ -98,7 +98,8 @@ def axe_source() -> str:
 
 def axe_problems(page, axe_source: str) -> list[str]:
     """Serious and critical axe-core violations on the page as it stands, one line each."""
-    page.add_script_tag(content=axe_source)
+    # Evaluated through the DevTools protocol: a script tag of it would be refused by the page's CSP.
+    page.evaluate(axe_source + "\n;0")
     result = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
     return [
         f"{v['impact']}: {v['id']} ({v['help']}) at {[n['target'] for n in v['nodes']][:3]}"
@@ -112,7 +113,7 @@ def axe_problems(page, axe_source: str) -> list[str]:
 def test_every_page_passes_axe(server, chromium, axe_source, username, view):
     live, ids = server
     password, paths = PAGES[username]
-    context = chromium.new_context(bypass_csp=True, **view)  # axe is injected as a script
+    context = chromium.new_context(**view)
     page = context.new_page()
     if username:
         page.goto(live.url + "/accounts/login/")

@@ -58,15 +58,13 @@ def chat_server(tmp_path_factory, ollama_server):
     server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser(chromium):
     return chromium
 
 
-def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False, bypass_csp: bool = False):
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, bypass_csp=bypass_csp
-    )
+def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False):
+    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
     page = context.new_page()
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", "erin")
@@ -163,8 +161,7 @@ def test_citations_ragchat_attributed_are_marked_as_such(chat_server, browser, f
         "Ask HR if your contract is special."
     )
     fake_ollama.rating(90)
-    # axe-core is injected as a script: this context lets it past the page's CSP.
-    context, page = _sign_in(browser, chat_server, width=1280, height=860, bypass_csp=True)
+    context, page = _sign_in(browser, chat_server, width=1280, height=860)
     _new_chat(page)
     page.fill("#question", "How many vacation days do I get, and do they carry over?")
     page.keyboard.press("Enter")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server
+from tests.browser.conftest import ARTIFACTS, seeded_server, wait_until
 from tests.browser.test_chat_browser import PASSWORD, SETUP
 
 pytestmark = pytest.mark.browser
@@ -32,7 +32,7 @@ def server(tmp_path_factory, ollama_server):
 def _page(chromium, base, size, **extra):
     width, height, mobile = size
     context = chromium.new_context(
-        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, bypass_csp=True, **extra
+        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, **extra
     )
     page = context.new_page()
     page.goto(base + "/accounts/login/")
@@ -308,7 +308,7 @@ def test_edit_the_last_question_and_ask_again(server, chromium, fake_ollama, siz
     _ask_more = page.locator("article.msg-assistant.status-complete")
     page.fill("#question", "Where do I request them?")
     page.keyboard.press("Enter")
-    page.wait_for_function("document.querySelectorAll('article.msg-assistant.status-complete').length === 2")
+    wait_until(page, "document.querySelectorAll('article.msg-assistant.status-complete').length === 2")
     assert _ask_more.count() == 2
     assert page.locator("article.msg-user .msg-edit[aria-disabled='false']").count() == 1
     assert page.locator("article.msg-user").last.locator(".msg-edit").get_attribute("aria-disabled") == "false"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server
+from tests.browser.conftest import ARTIFACTS, seeded_server, wait_until
 from tests.browser.test_chat_browser import PASSWORD, SETUP
 
 pytestmark = pytest.mark.browser
@@ -24,9 +24,7 @@ def server(tmp_path_factory, ollama_server):
 
 def _page(chromium, base, size):
     width, height, mobile = size
-    context = chromium.new_context(
-        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, bypass_csp=True
-    )
+    context = chromium.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
     page = context.new_page()
     page.goto(base + "/accounts/login/")
     page.fill("input[name=username]", "erin")
@@ -88,10 +86,8 @@ def test_a_question_typed_during_an_answer_waits_and_is_sent_after_it(server, ch
     assert "will be sent when the current answer is finished" in note.inner_text()
     assert page.input_value("#question") == "And do unused days carry over?"
     # The first answer ends; the waiting question goes by itself and the box empties.
-    page.wait_for_function("document.querySelectorAll('article.msg-user').length === 2", timeout=30_000)
-    page.wait_for_function(
-        "document.querySelectorAll('article.msg-assistant.status-complete').length === 2", timeout=30_000
-    )
+    wait_until(page, "document.querySelectorAll('article.msg-user').length === 2", timeout=30)
+    wait_until(page, "document.querySelectorAll('article.msg-assistant.status-complete').length === 2", timeout=30)
     assert page.input_value("#question") == ""
     assert note.inner_text().strip() == ""
     assert page.locator("article.msg-user .msg-body").last.inner_text().strip() == "And do unused days carry over?"
@@ -143,6 +139,7 @@ def test_a_question_sent_while_disconnected_is_sent_on_reconnect(server, chromiu
     _start_chat(page, "How many vacation days do I get?")
     page.wait_for_selector("article.msg-assistant.status-complete", timeout=20_000)
     # The server goes away; the question typed meanwhile waits in the box and is sent on reconnect.
+    chromium.allow("htmx:wsError", why="the server is stopped: the page's sockets fail until it is back")
     server.stop()
     page.wait_for_selector("#conn[data-state=closed]", timeout=10_000)
     page.fill("#question", "Do unused days carry over?")
@@ -150,9 +147,7 @@ def test_a_question_sent_while_disconnected_is_sent_on_reconnect(server, chromiu
     page.wait_for_timeout(300)
     assert page.input_value("#question") == "Do unused days carry over?"
     server.start()  # the same port: the page reconnects by itself
-    page.wait_for_function(
-        "document.querySelectorAll('article.msg-assistant.status-complete').length === 2", timeout=40_000
-    )
+    wait_until(page, "document.querySelectorAll('article.msg-assistant.status-complete').length === 2", timeout=40)
     assert page.input_value("#question") == ""
     assert page.locator("article.msg-user").count() == 2
     context.close()

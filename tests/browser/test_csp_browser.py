@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import LiveServer
+from tests.browser.conftest import LiveServer, csp_context
 
 pytestmark = pytest.mark.browser
 
@@ -41,14 +41,9 @@ def server(tmp_path_factory, ollama_server):
 
 
 def _page(chromium, width=1280, height=900):
-    context = chromium.new_context(viewport={"width": width, "height": height})  # CSP enforced
-    page = context.new_page()
-    violations: list[str] = []
-    page.on(
-        "console",
-        lambda m: violations.append(f"{m.text} at {m.location}") if "Content Security Policy" in m.text else None,
-    )
-    return context, page, violations
+    """A page under the app's CSP and what its pages report (tests/browser/conftest.py's watch)."""
+    context, violations = csp_context(chromium, width, height)
+    return context, context.new_page(), violations
 
 
 def _sign_in(page, url, username, password):
@@ -110,9 +105,6 @@ def test_pages_have_no_csp_violation(server, chromium, username):
         assert response.status == 200, path
         assert "default-src 'self'" in response.headers.get("content-security-policy", "")
         page.wait_for_load_state("networkidle")
-        import re as _re
-
-        print(path, _re.findall(r"<[^>]*style=[^>]*>", page.content())[:5]) if violations else None
         assert not violations, f"{path}: {violations}"
     context.close()
 
@@ -143,4 +135,30 @@ def test_owner_sees_what_is_withheld_and_admin_views_as(server, chromium, width,
     assert "Mia would get" in page.inner_text("main")
     page.screenshot(path=str(ARTIFACTS / f"access-view-as-{label}.png"), full_page=True)
     assert not violations, violations
+    context.close()
+
+
+def test_the_watch_sees_a_csp_violation_and_an_htmx_error(server, chromium):
+    """The rule every browser test runs under (tests/browser/conftest.py): a style the CSP refuses and
+    an out-of-band swap with no target on the page are both seen (and would fail the test at its end:
+    here they are brought about on purpose and allowed)."""
+    live, _ = server
+    context, page, problems = _page(chromium)
+    _sign_in(page, live.url, "emma", "pw-emma-12345")
+    assert problems == []
+    page.evaluate("document.querySelector('main').setAttribute('style', 'color: red')")
+    page.evaluate(
+        "htmx.swap('#flash', '<p id=\"nowhere-on-this-page\" hx-swap-oob=\"true\">x</p>', {swapStyle: 'beforeend'})"
+    )
+    page.wait_for_timeout(200)
+    assert any(p.startswith("CSP violation: style-src-attr") for p in problems), problems
+    assert any("htmx:oobErrorNoTarget" in p and "nowhere-on-this-page" in p for p in problems), problems
+    problems.clear()  # seen: the test does not fail on them
+    # What a test allows (it brings it about on purpose) is not counted.
+    chromium.allow("htmx:oobErrorNoTarget", why="this test swaps a fragment whose target is not on the page")
+    page.evaluate(
+        "htmx.swap('#flash', '<p id=\"nowhere-either\" hx-swap-oob=\"true\">x</p>', {swapStyle: 'beforeend'})"
+    )
+    page.wait_for_timeout(200)
+    assert chromium.problems() == [] and any("nowhere-either" in line for line in chromium.console())
     context.close()

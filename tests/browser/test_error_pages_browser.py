@@ -243,7 +243,7 @@ def test_an_htmx_action_after_the_session_ended_goes_to_the_sign_in_page(server,
 def test_the_error_pages_pass_axe(server, chromium, view):
     assert AXE, "axe-core is missing: run `make axe` (make test does)"
     live, ids = server
-    context = chromium.new_context(bypass_csp=True, **view)  # axe is injected as a script
+    context = chromium.new_context(**view)
     page = context.new_page()
     assert page.goto(live.url + "/no/such/page/").status == 404  # not signed in: "Sign in"
     problems = {"404 signed out": axe_problems(page, AXE[-1].read_text())}

@@ -25,6 +25,7 @@ PARKING_DOC = "7a1e0c55-2b8d-4f3a-9c61-0d2e4f6a8b13"
 VERIFIED_AT = timezone.now() - timedelta(days=20)
 DUE_AT = timezone.now() - timedelta(days=200)
 QUESTION = "How do visitors get a garage parking permit and where do they park?"
+VA_QUESTION = "How do visitors get a garage parking permit?"
 
 SETUP = r"""
 import asyncio
@@ -32,7 +33,7 @@ from datetime import datetime, timedelta
 from django.core.files.base import ContentFile
 from django.utils import timezone
 from documents.models import Document, Tag
-from documents.services import document_replace_file
+from documents.services import document_ingest_sync, document_replace_file
 from ragchat import runtime
 from ragchat.models import User
 from ragchat.services.types import ChunkRecord
@@ -61,16 +62,16 @@ def verified(pk, question, answer, by, at, relied=()):
                                       relied_on_versions={str(r.pk): {"title": r.title, "version": r.version} for r in relied})
     v.relied_on.set(relied)
     d.chunk_metadata = knowledge.knowledge_metadata(v)
+    d.status, d.chunk_count = "queued", 0
     d.save()
-    chunks.append(ChunkRecord(document_id=pk, chunk_index=0, document_name=question, chunk_text=text,
-                              tags=("facilities",), metadata=d.chunk_metadata))
+    document_ingest_sync(pk)  # parsed, chunked and indexed as a published answer is
     return v
 
 parking, parking_text = doc(%(parking)r, "Parking and Garage",
     "Parking: the company garage has 40 spaces for employees; a yearly permit comes from the facilities desk.")
 chunks.append(ChunkRecord(document_id=parking.document_id, chunk_index=0, document_name=parking.title,
                           chunk_text=parking_text, tags=("facilities",)))
-verified(%(va)r, "How do visitors get a garage parking permit?",
+verified(%(va)r, %(va_question)r,
          "Reception issues visitors a day parking permit for the garage; visitors park on level -1.",
          ada, datetime.fromisoformat(%(verified_at)r))
 verified(%(due)r, "Where do visitors park when the garage is full?",
@@ -79,6 +80,8 @@ verified(%(due)r, "Where do visitors park when the garage is full?",
 verified(%(rely)r, "How many garage spaces do employees have?",
          "The company garage has 40 spaces for employees with a yearly permit.", olivia,
          datetime.fromisoformat(%(verified_at)r), relied=[parking])
+
+runtime.reset()
 
 async def index():
     service = await runtime.ready_vector_service()
@@ -101,6 +104,7 @@ def server(tmp_path_factory, ollama_server):
         % {
             "pw": PASSWORD,
             "va": VA_DOC,
+            "va_question": VA_QUESTION,
             "due": DUE_DOC,
             "rely": RELY_DOC,
             "parking": PARKING_DOC,
@@ -147,6 +151,11 @@ def test_cited_verified_knowledge_and_the_reverify_queue(server, chromium, fake_
     assert f"✓ Verified by Ada Admin, {_day(VERIFIED_AT)}" in sources and "⚠ Needs review" in sources
     verified_card = _card(erin, 1)
     assert f"✓ Verified by Ada Admin, {_day(VERIFIED_AT)}" in verified_card
+    # The published answer's question is its name, said once: not again as the place, nor as the
+    # passage's first line (the card and the sources list).
+    assert verified_card.count(VA_QUESTION) == 1 and "Reception issues visitors a day parking permit" in verified_card
+    listed = erin.locator("article.msg-assistant .sources li").first.inner_text()
+    assert listed.count(VA_QUESTION) == 1, listed
     erin.screenshot(path=str(ARTIFACTS / f"verified-cited-{width}.png"), full_page=False)
     review_card = _card(erin, 2)
     assert "Needs review: verified by Olivia Owens" in review_card and "✓ Verified" not in review_card

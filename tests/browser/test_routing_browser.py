@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server, signed_in
+from tests.browser.conftest import ARTIFACTS, seeded_server, signed_in, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -70,7 +70,7 @@ def server(tmp_path_factory, ollama_server):
     yield from facilities_server(tmp_path_factory, ollama_server, name="routing-browser")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def browser(chromium):
     return chromium
 
@@ -131,7 +131,6 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     assert employee.locator("article.msg-owner time.msg-time").count() == 1
     # The draft it answers no longer says "unverified until they answer", live and after a reload.
     draft = employee.locator("article.msg-assistant.is-route")
-    # (not wait_for_function: its polling evaluates a string, which this page's CSP refuses)
     employee.wait_for_selector("article.msg-assistant.is-route .route-answered", state="attached", timeout=10_000)
     assert "Olivia Owens answered your question" in draft.inner_text()
     assert "unverified until they answer" not in draft.inner_text() and "Unverified draft" not in draft.inner_text()
@@ -182,14 +181,6 @@ def test_employee_and_owner_close_the_loop_live(server, browser, fake_ollama):
     employee_ctx.close()
 
 
-def _poll(page, script: str, seconds: float = 10) -> None:
-    """Wait until `script` is true in the page (wait_for_function would eval, which the CSP forbids)."""
-    deadline = time.monotonic() + seconds
-    while not page.evaluate(script):
-        assert time.monotonic() < deadline, script
-        page.wait_for_timeout(100)
-
-
 def test_the_new_answer_badge_appears_live_on_other_pages(server, browser, fake_ollama):
     """The asker is elsewhere in the app (no chat open) when the owner answers: the bell's badge
     shows 1 without a reload, and opening the chat clears it, live on the other page too."""
@@ -211,13 +202,13 @@ def test_the_new_answer_badge_appears_live_on_other_pages(server, browser, fake_
     owner.click("#answer-form button[type=submit]")
     owner.wait_for_selector(".answer-card:has-text('Answered')")
 
-    _poll(employee, "() => !document.getElementById('nav-bell-count').hidden")
+    wait_until(employee, "() => !document.getElementById('nav-bell-count').hidden")
     assert employee.inner_text("#nav-bell-count") == "1"
     other = employee_ctx.new_page()
     other.goto(server + "/routing/mine/")
     assert other.inner_text("#nav-bell-count") == "1"
     other.goto(chat_url)
     other.wait_for_selector("article.msg-owner:has-text('two chargers')")
-    _poll(employee, "() => document.getElementById('nav-bell-count').hidden")
+    wait_until(employee, "() => document.getElementById('nav-bell-count').hidden")
     owner_ctx.close()
     employee_ctx.close()

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server, sign_in
+from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, seeded_server, sign_in
 from tests.documents.fixture_site import FixtureSite
 
 pytestmark = pytest.mark.browser
@@ -111,7 +111,7 @@ def test_sites_pages_pass_axe(server, chromium, view):
 
     assert AXE, "axe-core is missing: run `make axe` (make test does)"
     site_id = server.shell("from documents.models import SiteSource; print(SiteSource.objects.get().pk)").split()[-1]
-    context = chromium.new_context(bypass_csp=True, **view)
+    context = chromium.new_context(**view)
     page = context.new_page()
     sign_in(page, server.url, "hana", PASSWORD)
     problems = {}
@@ -129,3 +129,35 @@ def test_a_member_cannot_open_the_sites_pages(server, browser_page):
     sign_in(browser_page, server.url, "mo", PASSWORD)
     response = browser_page.goto(server.url + "/documents/sites/")
     assert response.status == 404
+
+
+@pytest.mark.parametrize("width,height", WIDTHS)
+def test_a_site_that_cannot_be_reached_says_so_once_and_in_words(server, chromium, width, height):
+    """No "failed Failed", no green "the first crawl has started" above a crawl that has failed, the
+    network's failure as a sentence (not "[Errno -2] Name or service not known"), and the crawl's
+    time written as every date of the app is ("27 Nov 2026, 13:02")."""
+    context = chromium.new_context(viewport={"width": width, "height": height}, is_mobile=width < 600)
+    page = context.new_page()
+    sign_in(page, server.url, "hana", PASSWORD)
+    page.goto(server.url + "/documents/sites/")
+    page.fill("#id_name", f"Old help centre {width}")
+    page.select_option("#id_tag", label="Help centre")
+    page.fill("#id_start_urls", "http://no-such-host.invalid/")
+    page.fill("#id_allowed_domains", "no-such-host.invalid")
+    page.click("button:has-text('Add and crawl')")
+    page.wait_for_url(re.compile(r".*/documents/sites/\d+/$"))
+    flash = page.inner_text("#flash")
+    assert f"“Old help centre {width}” added" in flash and "started" not in flash, flash
+    page.wait_for_selector(".site-progress .pill-danger", timeout=30_000)
+    page.reload()
+    assert page.inner_text(".site-progress p").strip() == "failed"  # the label once, the reason below
+    main = page.inner_text("main")
+    assert "No page could be taken from this site" in main
+    assert "robots.txt could not be read (" in main and "no-such-host.invalid" in main
+    assert "Errno" not in main and "gaierror" not in main, main
+    started = page.inner_text("main table:has(th:has-text('Started')) tbody tr td >> nth=0").strip()
+    assert re.fullmatch(r"\d{1,2} [A-Z][a-z]{2} \d{4}, \d{2}:\d{2}", started), started
+    assert "a.m." not in main and "p.m." not in main
+    assert_no_sideways_scroll(page)
+    page.screenshot(path=str(ARTIFACTS / f"sites-unreachable-{width}.png"), full_page=True)
+    context.close()

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from ragchat.evaluation.docgen import lorem_sentences, make_docx, make_pdf
-from tests.browser.conftest import ARTIFACTS, sign_in
+from tests.browser.conftest import ARTIFACTS, sign_in, wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -58,8 +58,8 @@ def test_upload_two_files_and_watch_them_become_ready(live_server_url, uploader,
     page.click("#upload-form button[type=submit]")
 
     page.wait_for_selector("#upload-result .upload-ok", timeout=15_000)
-    page.wait_for_function(
-        "document.querySelectorAll('#document-rows tr.doc-row[data-status=ready]').length === 2", timeout=30_000
+    wait_until(
+        page, "document.querySelectorAll('#document-rows tr.doc-row[data-status=ready]').length === 2", timeout=30
     )
     assert page.evaluate("window.__noReload") is True, "the rows changed without a page reload"
     rows = page.locator("#document-rows tr.doc-row")

@@ -45,7 +45,7 @@ def card_texts(page: str) -> list[str]:
 async def test_a_verified_answers_passage_shows_as_words_not_markdown(people, upload, fake_ollama):  # noqa: F811
     member = people["member"]
     text = knowledge_text(question=QUESTION, answer=ANSWER)
-    assert "**Question:**" in text and "# " in text  # what the document holds: Markdown
+    assert text.startswith(f"# {QUESTION}\n") and "*day permit*" in text  # what the document holds: Markdown
     document = await sync_to_async(upload)(text.encode(), "verified-answer-1.md")
     assert document.status == "ready" and document.kind == "markdown", document.error
 
@@ -67,9 +67,32 @@ async def test_a_verified_answers_passage_shows_as_words_not_markdown(people, up
         for passage in (snippet, full):
             assert "**" not in passage and "#" not in passage and "`" not in passage
             assert not re.search(r"(?m)^\s*[-*+] ", passage)  # no list markers
-            assert f"Question: {QUESTION}" in passage
+            # The card's title is the question (the document's name); its text does not repeat it.
+            assert QUESTION not in passage and passage.startswith("Reception issues a day permit")
         assert "[the parking page]" not in full and "](" not in full and "intra.example.com" not in full
         assert "see the parking page." in full and "Level -1 for visitors" in full and "*day permit*" not in full
+        # Named once in each place that names the source: the marker's label, the card, the sources
+        # list and the answer's copy text ("[1] <question>", no "(<question>)" after it).
+        answer = shown[shown.index("msg msg-assistant") :]
+        answer = answer[: answer.index("</article>")]
+        assert answer.count(QUESTION) == 4, answer
+        assert re.search(r'class="cite-meta">\s*Relevance', shown), "the place repeats the question"
         # HTML written in the document is text: escaped in the markup, shown as written.
         assert "Never paste <img src=x onerror=alert(1)> into the permit form." in full
         assert "&lt;img src=x onerror=alert(1)&gt;" in shown and "<img" not in shown
+
+
+def test_a_passage_does_not_repeat_its_sources_name():
+    """A chunk opens with its section's heading; under a name that says the same, the heading goes.
+    A verified answer published with its question labelled again ("Question: ...") reads the same."""
+    from ragchat.templatetags.sources import passage_text, source_place
+
+    source = {"document_name": QUESTION, "section": QUESTION, "page_number": None}
+    assert source_place(source) == ""
+    assert source_place({**source, "section": "Visitors", "page_number": 2}) == "Page 2 · Visitors"
+    assert passage_text(source, f"{QUESTION}\nReception issues a day permit.") == "Reception issues a day permit."
+    labelled = f"{QUESTION}\nQuestion: {QUESTION}\nAnswer: Reception issues a day permit."
+    assert passage_text(source, labelled) == "Reception issues a day permit."
+    other = {"document_name": "Travel policy"}
+    assert passage_text(other, "Per diem\nEmployees get 40 euros.") == "Per diem\nEmployees get 40 euros."
+    assert passage_text(source, QUESTION) == QUESTION  # a passage that is only the heading stays

@@ -197,25 +197,40 @@ def test_crawl_progress_is_live_for_those_who_manage_the_source(
         owner.scope["user"] = people["owner"]
         owner_on_list = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/")
         owner_on_list.scope["user"] = people["owner"]
+        on_its_page = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), f"/ws/documents/?site={source.pk}")
+        on_its_page.scope["user"] = people["owner"]
+        on_another = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), f"/ws/documents/?site={source.pk + 1}")
+        on_another.scope["user"] = people["owner"]
         member = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/?sites=1")
         member.scope["user"] = people["member"]
-        assert (await owner.connect())[0] and (await member.connect())[0] and (await owner_on_list.connect())[0]
+        member_on_list = WebsocketCommunicator(DocumentProgressConsumer.as_asgi(), "/ws/documents/")
+        member_on_list.scope["user"] = people["member"]
+        everyone = (owner, owner_on_list, on_its_page, on_another, member, member_on_list)
+        for communicator in everyone:
+            assert (await communicator.connect())[0]
         await sites.crawl_run(run.pk)
-        seen_by_owner, seen_by_member = await frames_of(owner), await frames_of(member)
-        seen_on_list = await frames_of(owner_on_list)
-        for communicator in (owner, member, owner_on_list):
+        seen = [await frames_of(communicator) for communicator in everyone]
+        for communicator in everyone:
             await communicator.disconnect()
-        return seen_by_owner, seen_by_member, seen_on_list
+        return seen
 
-    seen_by_owner, seen_by_member, seen_on_list = async_to_sync(scenario)()
+    seen_by_owner, seen_on_list, seen_on_its_page, seen_on_another, seen_by_member, seen_by_member_on_list = (
+        async_to_sync(scenario)()
+    )
     # the documents list (no ?sites=1) gets the rows but no site card it could not place
     assert not any("site-progress" in f for f in seen_on_list) and any("doc-row" in f for f in seen_on_list)
     cards = [f for f in seen_by_owner if f'id="site-progress-{source.pk}"' in f]
     assert len(cards) >= 5 and all('hx-swap-oob="true"' in f for f in cards)
-    assert "crawling" in cards[0] and "<strong>4</strong> pages" in cards[-1] and ">done<" in cards[-1]
+    # the first as it stood when the page connected (the run queued), then live
+    assert ">queued<" in cards[0] and "crawling" in cards[1]
+    assert "<strong>4</strong> pages" in cards[-1] and ">done<" in cards[-1]
+    # the websites pages get the cards only, each source's page its own card only: no row or count
+    # they could not place
+    assert not any("doc-row" in f or "document-count" in f for f in seen_by_owner + seen_on_its_page)
+    assert [f for f in seen_on_its_page if "site-progress" in f] and not seen_on_another
     # the member reads the pages (finance) and gets their rows live, but not the source's progress
-    assert not any("site-progress" in f for f in seen_by_member)
-    assert any('class="doc-row"' in f and "web" in f for f in seen_by_member)
+    assert not seen_by_member
+    assert any('class="doc-row"' in f and "web" in f for f in seen_by_member_on_list)
 
 
 @pytest.mark.parametrize("embedder", ["hashing", pytest.param("minilm", marks=pytest.mark.slow)])

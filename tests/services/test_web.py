@@ -111,3 +111,39 @@ async def test_the_address_really_reached_is_checked_again():
             _check_peer(site.url("/docs"), response, policy=FetchPolicy(allow_private=True))
     finally:
         site.stop()
+
+
+async def _fetch_refused(url: str):
+    import httpx
+
+    from ragchat.services.web.fetch import FetchPolicy, FetchRefused, fetch
+
+    async with httpx.AsyncClient() as client:
+        with pytest.raises(FetchRefused) as refused:
+            await fetch(client, url, policy=FetchPolicy(allow_private=True, timeout=10), allowed=lambda _: True)
+    return refused.value
+
+
+async def test_network_failures_are_told_as_sentences():
+    """What the owner of a site source reads when a page could not be fetched: a sentence, not the
+    resolver's or the socket's "[Errno -2] Name or service not known" / "[Errno 111] ..."."""
+    import socket
+
+    from ragchat.services.web.fetch import lookup_failure
+
+    closed = socket.socket()
+    closed.bind(("127.0.0.1", 0))
+    port = closed.getsockname()[1]
+    closed.close()  # nothing listens there
+    refused = await _fetch_refused(f"http://127.0.0.1:{port}/")
+    assert refused.reason == "the server refused the connection" and refused.transient
+    nowhere = await _fetch_refused("http://no-such-host.invalid/")
+    assert "Errno" not in nowhere.reason and "no-such-host.invalid" in nowhere.reason
+    assert nowhere.reason in (
+        "no server called no-such-host.invalid was found: check the address",
+        "the name no-such-host.invalid could not be looked up just now (no answer from the name server)",
+    )
+    unknown = socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    assert (
+        lookup_failure("intranet.example", unknown) == "no server called intranet.example was found: check the address"
+    )

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import socket
+import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import urljoin, urlsplit
@@ -81,6 +82,47 @@ async def resolve_addresses(host: str, port: int) -> list[str]:
     return sorted({info[4][0] for info in infos})
 
 
+def lookup_failure(host: str, error: BaseException) -> str:
+    """Why `host` could not be looked up, as a sentence for the source's owner (the resolver's own
+    words, "[Errno -2] Name or service not known", say nothing to them)."""
+    if isinstance(error, UnicodeError):
+        return f"“{host}” is not a valid host name"
+    code = getattr(error, "errno", None)
+    if code in (socket.EAI_NONAME, getattr(socket, "EAI_NODATA", socket.EAI_NONAME)):
+        return f"no server called {host} was found: check the address"
+    if code == socket.EAI_AGAIN:
+        return f"the name {host} could not be looked up just now (no answer from the name server)"
+    return f"the name {host} could not be looked up"
+
+
+def connection_failure(error: BaseException) -> str:
+    """Why a request got no usable answer, as a sentence for the source's owner (not the network
+    library's exception and errno)."""
+    causes: list[BaseException] = []
+    cause: BaseException | None = error
+    while cause is not None and cause not in causes:
+        causes.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    text = " ".join(str(c) for c in causes).lower()
+    if any(isinstance(c, httpx.TimeoutException | TimeoutError) for c in causes):
+        return "the server did not answer in time"
+    if any(isinstance(c, ssl.SSLError) for c in causes) or "certificate" in text or "ssl" in text:
+        return "the server's HTTPS certificate could not be verified"
+    if any(isinstance(c, ConnectionRefusedError) for c in causes) or "connection refused" in text:
+        return "the server refused the connection"
+    if any(isinstance(c, socket.gaierror) for c in causes) or "name or service" in text:
+        return "the server's name could not be looked up"
+    if "unreachable" in text:
+        return "the network could not reach the server"
+    if isinstance(error, httpx.ConnectError):
+        return "no connection could be made to the server"
+    if isinstance(error, httpx.RemoteProtocolError | httpx.ReadError) or "reset" in text:
+        return "the server closed the connection before its answer was complete"
+    if isinstance(error, httpx.DecodingError):
+        return "the server's answer could not be decoded"
+    return "the connection to the server failed"
+
+
 def address_refusal(address: str) -> str | None:
     """Why an address may not be fetched from (None: it is a public, globally routable one)."""
     try:
@@ -108,7 +150,7 @@ async def check_target(url: str, *, policy: FetchPolicy) -> None:
     try:
         addresses = await resolve_addresses(host, port)
     except (OSError, UnicodeError) as e:
-        raise FetchRefused(url, f"the host {host} could not be resolved ({e})", transient=True) from e
+        raise FetchRefused(url, lookup_failure(host, e), transient=True) from e
     if not addresses:
         raise FetchRefused(url, f"the host {host} has no address", transient=True)
     if policy.allow_private:
@@ -188,7 +230,7 @@ async def _fetch(client, url, *, policy, allowed, accept) -> FetchResult:
                     redirects=tuple(chain[:-1]),
                 )
         except httpx.HTTPError as e:
-            raise FetchRefused(current, f"could not be fetched ({type(e).__name__}: {e})", transient=True) from e
+            raise FetchRefused(current, connection_failure(e), transient=True) from e
 
 
 def _check_peer(url: str, response: httpx.Response, *, policy: FetchPolicy) -> None:
