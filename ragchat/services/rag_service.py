@@ -319,29 +319,29 @@ class RAGService:
                 parts.append(shown)
                 yield TokenEvent(shown)
             if gate.declined:
-                focus = strong_passages(chunks, (request.query, retrieval_query))
+                strong = strong_passages(chunks, (request.query, retrieval_query))
                 again = DeclineGate()
-                if focus:
+                if strong:
                     logger.info(
                         "the model declined: a second look at %d passage(s)",
-                        len(focus),
-                        extra={"event": "rag_second_look", "passages": len(focus)},
+                        len(strong),
+                        extra={"event": "rag_second_look", "passages": len(strong)},
                     )
                     focused = [
                         ChatMessage(
                             role="system",
-                            content=RAG_SYSTEM_PROMPT.format(context=build_context(focus), chat_history=history_str),
+                            content=RAG_SYSTEM_PROMPT.format(context=build_context(strong), chat_history=history_str),
                         ),
                         messages[1],
                     ]
-                    async for piece in self._answer_pieces(focused, model, focus):
+                    async for piece in self._answer_pieces(focused, model, strong):
                         if shown := again.feed(piece):
                             parts.append(shown)
                             yield TokenEvent(shown)
                     if shown := again.finish():
                         parts.append(shown)
                         yield TokenEvent(shown)
-                if not focus or again.declined:
+                if not strong or again.declined:
                     # Still "I don't know": the first answer as the model wrote it.
                     parts.append(gate.held)
                     yield TokenEvent(gate.held)

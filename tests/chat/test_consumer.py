@@ -251,7 +251,12 @@ async def test_a_start_socket_reads_its_pending_question_with_the_ownership_chec
     monkeypatch.setattr(DatabaseSyncToAsync, "__call__", calls)
     await tab.until_final()
     # (The first call of the process also closes what a dead process left streaming: not this socket's.)
-    assert trips[trips.index("get_user") :] == ["get_user", "_session_and_pending", "prepare_batch"], trips
+    # With several processes (the Redis layer), whether another process writes an answer of the
+    # chat is one more trip, before the turn starts.
+    from ragchat import processes
+
+    busy = ["answer_streaming_exists"] if processes.several_processes() else []
+    assert trips[trips.index("get_user") :] == ["get_user", "_session_and_pending", *busy, "prepare_batch"], trips
     await tab.close()
 
 
