@@ -24,7 +24,7 @@ from typing import Any
 from channels.db import database_sync_to_async
 from django.conf import settings
 
-from chat import presenters, services
+from chat import presenters, selectors, services
 from chat.models import Message
 from chat.signals import answer_completed
 from chat.turn_fragments import group_send_html, stage_html, turn_start_html
@@ -356,10 +356,13 @@ async def _fail(turn: Turn, *, request: RAGRequest, rag: Any, error: BaseExcepti
 
 def _store(message_id: int, fields: dict[str, Any]) -> tuple[Message, str]:
     """Store the end of the turn and render it, in one trip to the database thread. Nobody has voted
-    on the answer or sent it to a person yet: both need it finished, which it is from this write on
-    (and whoever does either sends the message again)."""
+    on the answer yet: that needs it finished, which it is from this write on (and whoever votes
+    sends the message again). Nor sent it to a person, unless it regenerates an answer whose
+    question was: the question's route shows on every version."""
     message = services.message_finish(message=Message.objects.get(pk=message_id), fields=fields)
-    return message, presenters.message_html(message, oob=True, routed=None, feedback=None)
+    versions = selectors.answer_versions_of(message)
+    routed = True if versions else None
+    return message, presenters.message_html(message, oob=True, versions=versions, routed=routed, feedback=None)
 
 
 async def _publish_final(turn: Turn, message: Message, html: str) -> None:

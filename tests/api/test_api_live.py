@@ -251,7 +251,8 @@ def test_a_model_that_never_cites_gets_attributed_citations_alike_everywhere(ser
     # The model writes no marker; ragchat attaches the passage's citation to the supported
     # sentence while it streams. The tokens, the stored message, the API's citation_map and
     # grounding, the session history and the chat page all say it was attributed by ragchat.
-    fake_ollama.reply_citing(1, words=12, prefix="Here is what I found:")
+    # (19 words: up to "five days", the figure the question asks for)
+    fake_ollama.reply_citing(1, words=19, prefix="Here is what I found:")
     fake_ollama.habits(citations="none")
     with client(server, "mike") as mike:
         with mike.stream("POST", "/chat", json={"question": QUESTION}, headers={"Accept": "text/event-stream"}) as r:

@@ -140,9 +140,7 @@ def test_every_page_passes_axe(server, chromium, axe_source, username, view):
 def test_the_phone_menu_open_passes_axe(server, chromium, axe_source):
     """The top bar's Menu, open on a phone over a page: its links, the theme switch, the bell."""
     live, _ = server
-    context = chromium.new_context(
-        bypass_csp=True, viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True
-    )
+    context = chromium.new_context(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page = context.new_page()
     page.goto(live.url + "/accounts/login/")
     page.fill("input[name=username]", "root")

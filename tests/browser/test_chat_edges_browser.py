@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server
+from tests.browser.conftest import ARTIFACTS, seeded_server, wait_until
 from tests.browser.test_chat_browser import PASSWORD, SETUP
 
 pytestmark = pytest.mark.browser
@@ -32,9 +32,7 @@ def server(tmp_path_factory, ollama_server):
 
 def _page(chromium, base, size):
     width, height, mobile = size
-    context = chromium.new_context(
-        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, bypass_csp=True
-    )
+    context = chromium.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
@@ -57,9 +55,10 @@ def _note(page) -> str:
 def _ask(page, question: str, *, answers: int) -> None:
     page.fill("#question", question)
     page.locator("#question").press("Enter")
-    page.wait_for_function(
+    wait_until(
+        page,
         f"document.querySelectorAll('article.msg-assistant:not(.status-streaming)').length === {answers}",
-        timeout=30_000,
+        timeout=30,
     )
 
 
@@ -142,7 +141,7 @@ def test_edit_says_why_it_is_unavailable_and_renames_the_chat(server, chromium, 
     page.locator("#question").press("Enter")
     page.wait_for_selector("article.msg-assistant.status-complete", timeout=30_000)
     renamed = "How many vacation days do part-time employees get?"
-    page.wait_for_function(f"document.getElementById('chat-title').textContent === {renamed!r}")
+    wait_until(page, f"document.getElementById('chat-title').textContent === {renamed!r}")
     assert page.locator(f"#session-title-{session}").text_content().strip() == renamed
     page.reload()
     assert page.inner_text("#chat-title") == renamed

@@ -227,7 +227,7 @@ def test_the_outdated_question_passes_axe(live, chromium, width, height):
 
     assert AXE, "axe-core is missing: run `make axe` (make test does)"
     item = _seed_review(live, f"Are garage permits still yearly (axe {width})?")
-    context = chromium.new_context(viewport={"width": width, "height": height}, bypass_csp=True)  # axe is injected
+    context = chromium.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
     sign_in(page, live.url, "olivia", PASSWORD)
     page.goto(f"{live.url}/routing/q/{item}/")
