@@ -213,7 +213,9 @@ def test_first_token_delay_and_stall_are_real_waits(fake_ollama: FakeOllama) -> 
     ) as response:
         arrivals = [time.monotonic() - started for line in response.iter_lines() if line]
     assert arrivals[0] >= 0.3
-    assert arrivals[2] - arrivals[1] >= 0.25  # the stall sits between piece 2 and piece 3
+    # The stall sits between piece 2 and piece 3: piece 3 cannot arrive before both waits have
+    # passed (a late read of piece 2 on a loaded machine does not shorten what the server waited).
+    assert arrivals[2] >= 0.6 and arrivals[1] < arrivals[2]
 
 
 def test_refuse_connections_really_refuses_then_recovers(fake_ollama: FakeOllama) -> None:
