@@ -59,3 +59,15 @@ def keyword_share(query: str, text: str) -> float:
     if not wanted:
         return 0.0
     return len(wanted & set(bm25_document(text).indices)) / len(wanted)
+
+
+def best_keyword_share(queries, text: str) -> float | None:
+    """The best keyword_share of `text` over `queries` (the question as asked, as searched); None
+    when no query has a term to count."""
+    held = set(bm25_document(text).indices)
+    shares = []
+    for query in dict.fromkeys(q for q in queries if q):
+        wanted = set(bm25_query(query).indices)
+        if wanted:
+            shares.append(len(wanted & held) / len(wanted))
+    return max(shares) if shares else None

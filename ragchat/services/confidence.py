@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Literal
 
-from .bm25 import bm25_query, keyword_share
+from .bm25 import best_keyword_share
 from .citations import strip_source_ids
 from .types import ConfidenceScore, SearchResult
 
@@ -102,9 +102,7 @@ def question_focus(queries: Sequence[str], cited_texts: Sequence[str]) -> float 
     """Share of the question's words (BM25's terms, as the floor rule counts them) that the passages
     an answer cites hold together: the best of the question as asked and as searched (a follow-up's
     topic, glossary names). None when no query has a word to count."""
-    text = "\n".join(cited_texts)
-    shares = [keyword_share(q, text) for q in dict.fromkeys(queries) if q and bm25_query(q).indices]
-    return max(shares) if shares else None
+    return best_keyword_share(queries, "\n".join(cited_texts))
 
 
 def answer_action(

@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, Protocol, runtime_checkable
 
-from .bm25 import keyword_share
+from .bm25 import best_keyword_share, keyword_share
 from .confidence import STOPWORDS
 from .config import RAGSettings
 from .types import ChatMessage, SearchResult
@@ -83,9 +83,7 @@ KEYWORD_MATCH_SHARE = 0.6
 def strong_passages(chunks: Sequence[SearchResult], queries: Sequence[str], *, limit: int = 2) -> list[SearchResult]:
     """The passages that hold at least KEYWORD_MATCH_SHARE of a query's words (the question as
     asked or as searched), most words first, then in the prompt's order; at most `limit`."""
-    shares = [
-        (max((keyword_share(q, c.chunk_text) for q in queries if q), default=0.0), i) for i, c in enumerate(chunks)
-    ]
+    shares = [(best_keyword_share(queries, c.chunk_text) or 0.0, i) for i, c in enumerate(chunks)]
     strong = sorted((-share, i) for share, i in shares if share >= KEYWORD_MATCH_SHARE)
     return [chunks[i] for _, i in strong[:limit]]
 
