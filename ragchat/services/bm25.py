@@ -12,6 +12,7 @@ References: requirement IDs (R-…): docs/requirements.md.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from qdrant_edge import Bm25, Bm25Config
@@ -61,7 +62,7 @@ def keyword_share(query: str, text: str) -> float:
     return len(wanted & set(bm25_document(text).indices)) / len(wanted)
 
 
-def best_keyword_share(queries, text: str) -> float | None:
+def best_keyword_share(queries: Iterable[str], text: str) -> float | None:
     """The best keyword_share of `text` over `queries` (the question as asked, as searched); None
     when no query has a term to count."""
     held = set(bm25_document(text).indices)
