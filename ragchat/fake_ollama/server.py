@@ -294,8 +294,9 @@ class FakeOllama:
 
     def reply_from_context(self, *, cite: bool = True) -> None:
         """Answer like a careful small model: the context sentence that shares the most words with
-        the question (the last user message), citing its passage unless `cite` is False; the
-        prompt's "not enough information" sentence when no sentence shares two words with it."""
+        the question (the last user message; words of the same meaning count, `_SAME_MEANING`),
+        citing its passage unless `cite` is False; the prompt's "not enough information" sentence
+        when no sentence shares two words with it."""
         self.reply_with(lambda messages: _extracting_answer(messages, cite=cite))
 
     def reply_citing_ids(self, ids: Iterable[str], *, text: str = "According to the documents") -> None:
@@ -541,10 +542,23 @@ def _extracting_answer(messages: list[dict[str, Any]], *, cite: bool) -> str:
     return f"{sentence} [SourceId: {source_id}]." if cite else f"{sentence}."
 
 
+# Words a small language model reads as asking the same thing ("the minimum length" of "at least
+# 14 characters long"): each is compared as the first of its row. A literal matcher declines such a
+# question although any real model answers it; these rows are what the test model knows of meaning.
+_SAME_MEANING = (
+    ("least", "minimum", "minimal"),
+    ("most", "maximum", "maximal"),
+    ("long", "length", "character"),
+)
+_MEANING_KEY = {word: row[0] for row in _SAME_MEANING for word in row}
+
+
 def _word_key(word: str) -> str:
-    """A word as the careful model compares it: lowercased, a plural's "s" dropped."""
+    """A word as the careful model compares it: lowercased, a plural's "s" dropped, read as the
+    word of the same meaning it knows."""
     word = word.lower()
-    return word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+    word = word[:-1] if len(word) > 3 and word.endswith("s") and not word.endswith("ss") else word
+    return _MEANING_KEY.get(word, word)
 
 
 def _chunk_text_after(text: str, start: int) -> str:

@@ -310,6 +310,20 @@ def wait_until(page, script: str, *, timeout: float = 10, message: str = "") -> 
         page.wait_for_timeout(100)
 
 
+def wait_for_answer(page, *, timeout: float = 30) -> None:
+    """The newest answer complete and settled. An answer the core routes is sent again once routing
+    has named who it went to (`data-routed`), which replaces its element: a card opened or a link
+    found before that is gone."""
+    page.wait_for_selector("article.msg-assistant.status-complete", timeout=timeout * 1000)
+    wait_until(
+        page,
+        "(() => { const a = [...document.querySelectorAll('article.msg-assistant.status-complete')].pop();"
+        " return !a.classList.contains('is-route') || a.hasAttribute('data-routed'); })()",
+        timeout=timeout,
+        message="a routed answer was not sent again with who it went to",
+    )
+
+
 @pytest.fixture(scope="session")
 def daphne_server(tmp_path_factory, ollama_server):
     server = LiveServer(data_dir=tmp_path_factory.mktemp("live-server"), ollama_url=ollama_server.url).start()

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, LiveServer, assert_no_sideways_scroll, wait_until
+from tests.browser.conftest import ARTIFACTS, LiveServer, assert_no_sideways_scroll, wait_for_answer, wait_until
 from tests.browser.test_axe_browser import AXE, axe_problems
 
 pytestmark = pytest.mark.browser
@@ -115,7 +115,7 @@ def test_citations_open_at_the_highlighted_passage(server, chromium, fake_ollama
         _sign_in(page, live.url, "vera")
         page.fill("#question", "What is the zephyr allowance per day?")
         page.keyboard.press("Enter")
-        page.wait_for_selector("article.msg-assistant.status-complete", timeout=30_000)
+        wait_for_answer(page)
         links = page.locator("article.status-complete .cite-open[href*='/view?chunk=']")
         hrefs = [links.nth(i).get_attribute("href") for i in range(links.count())]
         for kind in order:

@@ -114,6 +114,24 @@ def test_reply_citing_uses_source_ids_from_system_prompt(fake_ollama: FakeOllama
     assert DOC_A in answer and DOC_B not in answer
 
 
+def test_reply_from_context_reads_words_of_the_same_meaning(fake_ollama: FakeOllama) -> None:
+    """The extracting model answers with the sentence that answers the question, also when it says
+    "at least ... characters" of a question about the "minimum length", and declines a question
+    that shares one word with the context."""
+    system = SYSTEM_WITH_CONTEXT.replace(
+        "Travel expenses are reimbursed within thirty days.",
+        "Travel expenses are reimbursed within thirty days. Passwords must have at least 14 characters.",
+    )
+    fake_ollama.reply_from_context(cite=True)
+    chat = ChatOllama(model="llama3.2", base_url=fake_ollama.url)
+    answer = chat.invoke([SystemMessage(system), HumanMessage("What is the minimum length of a password?")]).content
+    assert answer == f"Passwords must have at least 14 characters [SourceId: {DOC_B}:4]."
+    answer = chat.invoke([SystemMessage(system), HumanMessage("How many days of vacation?")]).content
+    assert answer.startswith("Employees get twenty five days") and DOC_A in answer
+    answer = chat.invoke([SystemMessage(system), HumanMessage("Which password manager do we use?")]).content
+    assert "enough information" in answer
+
+
 def test_malformed_ids_reply_has_no_valid_source_id(fake_ollama: FakeOllama) -> None:
     import re
 
