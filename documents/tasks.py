@@ -21,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
@@ -55,15 +57,45 @@ async def _run_bounded(document_id: str) -> None:
             logger.exception("ingestion task for %s crashed", document_id)
 
 
-def _spawn(document_id: str) -> asyncio.Task:
+def _spawn(coroutine: Coroutine[Any, Any, None], name: str) -> asyncio.Task:
     # A fresh context: the caller's (a sync view's request) carries asgiref's per-request executor,
-    # which is shut down when the response is sent; the ingestion's sync_to_async calls must not use it.
-    task_ = asyncio.get_running_loop().create_task(
-        _run_bounded(document_id), name=f"ingest-{document_id}", context=contextvars.Context()
-    )
+    # which is shut down when the response is sent; the work's sync_to_async calls must not use it.
+    task_ = asyncio.get_running_loop().create_task(coroutine, name=name, context=contextvars.Context())
     _running.add(task_)
     task_.add_done_callback(_running.discard)
     return task_
+
+
+async def _spawn_on_loop(make: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+    _spawn(make(), name)
+
+
+def _enqueue(
+    *,
+    task_: Any,
+    arg: Any,
+    make: Callable[[], Coroutine[Any, Any, None]],
+    name: str,
+    inline: Callable[[], object],
+) -> str:
+    """Run work where ingestion runs: the `task_` queue ("worker"), a task on the running loop or on
+    the server's loop ("background"), else `inline` to completion here ("inline")."""
+    if settings.RAGCHAT_INGEST_BACKEND == "tasks":
+        task_.enqueue(arg)
+        return "worker"
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        _spawn(make(), name)
+        return "background"
+    loop = _server_loop()
+    if loop is not None:
+        asyncio.run_coroutine_threadsafe(_spawn_on_loop(make, name), loop).result(timeout=10)
+        return "background"
+    inline()
+    return "inline"
 
 
 def note_server_loop() -> None:
@@ -82,29 +114,16 @@ def _server_loop() -> asyncio.AbstractEventLoop | None:
 
 def ingestion_enqueue(document_id) -> str:
     """Start ingesting a queued document; returns how ("worker", "background" or "inline")."""
-    document_id = str(document_id)
-    if settings.RAGCHAT_INGEST_BACKEND == "tasks":
-        ingest_document_task.enqueue(document_id)
-        return "worker"
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        _spawn(document_id)
-        return "background"
-    loop = _server_loop()
-    if loop is not None:
-        asyncio.run_coroutine_threadsafe(_spawn_coroutine(document_id), loop).result(timeout=10)
-        return "background"
     from documents.services import document_ingest_sync
 
-    document_ingest_sync(document_id)
-    return "inline"
-
-
-async def _spawn_coroutine(document_id: str) -> None:
-    _spawn(document_id)
+    document_id = str(document_id)
+    return _enqueue(
+        task_=ingest_document_task,
+        arg=document_id,
+        make=lambda: _run_bounded(document_id),
+        name=f"ingest-{document_id}",
+        inline=lambda: document_ingest_sync(document_id),
+    )
 
 
 async def wait_for_background_ingestion(timeout: float = 60) -> None:
@@ -132,37 +151,15 @@ async def _crawl(run_id: int) -> None:
         logger.exception("crawl task for run %s crashed", run_id)
 
 
-def _spawn_crawl(run_id: int) -> asyncio.Task:
-    task_ = asyncio.get_running_loop().create_task(
-        _crawl(run_id), name=f"crawl-{run_id}", context=contextvars.Context()
-    )
-    _running.add(task_)
-    task_.add_done_callback(_running.discard)
-    return task_
-
-
-async def _spawn_crawl_coroutine(run_id: int) -> None:
-    _spawn_crawl(run_id)
-
-
 def crawl_enqueue(run_id: int) -> str:
     """Start a queued crawl run where ingestion runs ("worker", "background" or "inline"). The crawl
     ingests its pages one after another itself, so it holds at most one ingestion at a time."""
-    if settings.RAGCHAT_INGEST_BACKEND == "tasks":
-        crawl_site_task.enqueue(run_id)
-        return "worker"
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        pass
-    else:
-        _spawn_crawl(run_id)
-        return "background"
-    loop = _server_loop()
-    if loop is not None:
-        asyncio.run_coroutine_threadsafe(_spawn_crawl_coroutine(run_id), loop).result(timeout=10)
-        return "background"
     from documents.sites import crawl_run_sync
 
-    crawl_run_sync(run_id)
-    return "inline"
+    return _enqueue(
+        task_=crawl_site_task,
+        arg=run_id,
+        make=lambda: _crawl(run_id),
+        name=f"crawl-{run_id}",
+        inline=lambda: crawl_run_sync(run_id),
+    )

@@ -259,6 +259,12 @@ def _negated(text: str) -> bool:
     return _NEGATION_RE.search(text) is not None
 
 
+def _word_form(word: str) -> str:
+    """A word as names and codes are compared: lowercased, without a possessive 's and without
+    hyphens ("Wi-Fi" and "WiFi", "e-mail" and "email" are one word)."""
+    return word.lower().replace("’", "'").removesuffix("'s").replace("-", "")
+
+
 def _names(text: str) -> set[str]:
     """Names and codes a sentence states, lowercased: capitalised words after the first, words in
     capitals, words mixing letters and digits."""
@@ -268,7 +274,7 @@ def _names(text: str) -> set[str]:
         has_digit = any(ch.isdigit() for ch in word)
         has_alpha = any(ch.isalpha() for ch in word)
         if (has_digit and has_alpha) or (word.isupper() and len(word) >= 2) or (i > 0 and word[0].isupper()):
-            found.add(word.lower().replace("’", "'").removesuffix("'s"))
+            found.add(_word_form(word))
     return found - _NOT_NAMES
 
 
@@ -285,7 +291,9 @@ def _plain(text: str) -> str:
 
 def content_terms(text: str) -> set[str]:
     words = _WORD_RE.findall(_plain(text).lower())
-    return {_stem(w) for w in words if w not in _ANSWER_NOISE and w not in _NUMBER_WORDS and len(w) >= 3}
+    return {
+        _stem(w.replace("-", "")) for w in words if w not in _ANSWER_NOISE and w not in _NUMBER_WORDS and len(w) >= 3
+    }
 
 
 @dataclass
@@ -302,7 +310,7 @@ def index_chunks(chunks: Sequence[SearchResult]) -> list[_Chunk]:
     out = []
     for c in chunks:
         text = f"{c.chunk_text}\n{c.document_name}\n{c.section or ''}"
-        words = {w.lower().replace("’", "'").removesuffix("'s") for w in _NAME_RE.findall(text)}
+        words = {_word_form(w) for w in _NAME_RE.findall(text)}
         out.append(_Chunk(c.source_id, content_terms(text), _numbers(c.chunk_text), words, _negated(c.chunk_text)))
     return out
 

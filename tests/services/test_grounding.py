@@ -68,6 +68,22 @@ def test_number_words_and_word_forms_count_as_the_same():
     assert check_answer(answer, [LEAVE]).sentences[0].status == "supported"
 
 
+def test_a_hyphen_inside_a_word_does_not_make_another_word():
+    guests = SearchResult(
+        document_id="550e8400-e29b-41d4-a716-446655440003",
+        chunk_index=0,
+        document_name="office.md",
+        chunk_text="Visitors can use the guest Wi-Fi network Halvo-Guest; reception has its e-mail password.",
+        score=0.6,
+    )
+    (result,) = check_answer("The guest WiFi network is called HalvoGuest.", [guests]).sentences
+    assert (result.status, result.missing_facts) == ("uncited", ())
+    (result,) = check_answer("Reception sends the guest network password by email.", [guests]).sentences
+    assert result.status == "uncited"
+    (result,) = check_answer("The guest WiFi network is called Halvo-Staff.", [guests]).sentences
+    assert result.status == "unsupported" and "halvostaff" in result.missing_facts
+
+
 def test_a_sentence_anchored_by_its_figures_may_paraphrase_more_of_its_words():
     # "minimum length" for "at least": half of the words, and the figure, are in the passage
     passwords = SearchResult(
