@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.browser.conftest import LiveServer
+from tests.api.live import ask_websocket, client, seeded_api_server, sse_events, upload
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -65,23 +65,14 @@ QUESTION = "How many unused vacation days carry over to the next year?"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = LiveServer(
-        data_dir=tmp_path_factory.mktemp("api-live"),
+    server = seeded_api_server(
+        tmp_path_factory.mktemp("api-live"),
         ollama_url=ollama_server.url,
+        setup=SETUP,
         extra_env={"RAGCHAT_API_CHAT_RATE": "1000/m", "RAGCHAT_API_RATE": "5000/m"},
     )
-    server.manage("migrate", "-v0")
-    seeded = json.loads(server.shell(SETUP).strip().splitlines()[-1])
-    server.start()
-    server.tokens = seeded["tokens"]
-    server.cookie = seeded["cookie"]
     yield server
     server.stop()
-
-
-def client(server, who: str | None) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {server.tokens[who]}"} if who else {}
-    return httpx.Client(base_url=server.url + "/api/v1", headers=headers, timeout=30)
 
 
 def error(response, status: int, code: str) -> dict:
@@ -95,21 +86,8 @@ def error(response, status: int, code: str) -> dict:
 def document(server):
     """Olga uploads a document to her tag through the API; it is indexed by the server."""
     with client(server, "olga") as olga:
-        created = olga.post(
-            "/documents",
-            files=[("files", ("carry-over.txt", DOC_TEXT.encode(), "text/plain"))],
-            data={"tags": ["alpha"]},
-        )
-        assert created.status_code == 201, created.text
-        [doc] = created.json()["created"]
-        assert doc["tags"] == ["alpha"] and doc["status"] in ("queued", "processing", "ready")
-        deadline = time.monotonic() + 60
-        while doc["status"] != "ready":
-            assert doc["status"] != "failed", doc
-            assert time.monotonic() < deadline, doc
-            time.sleep(0.2)
-            doc = olga.get(f"/documents/{doc['id']}").json()
-        assert doc["chunks"] >= 1 and doc["progress"] in (0, 100)
+        doc = upload(olga, "carry-over.txt", DOC_TEXT, ["alpha"])
+    assert doc["chunks"] >= 1 and doc["progress"] in (0, 100)
     return doc
 
 
@@ -213,19 +191,6 @@ def test_chat_answers_with_citations_and_continues_a_session(server, document, f
         forbidden = error(nina.get(f"/sessions/{a['session_id']}"), 404, "not_found")
         absent = error(nina.get("/sessions/00000000-0000-4000-8000-000000000000"), 404, "not_found")
         assert forbidden["message"] == absent["message"]
-
-
-def sse_events(response) -> list[tuple[str, dict, float]]:
-    events, name, data = [], None, []
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            name = line[7:]
-        elif line.startswith("data: "):
-            data.append(line[6:])
-        elif not line and name:
-            events.append((name, json.loads("\n".join(data)), time.perf_counter()))
-            name, data = None, []
-    return events
 
 
 def test_chat_streams_server_sent_events_token_by_token(server, document, fake_ollama):
@@ -440,7 +405,7 @@ def test_docs_page_and_schema_are_served_by_the_app_under_the_csp(server):
 def test_delete_keeps_the_web_rule(server, fake_ollama):
     with client(server, "olga") as olga:
         # Several files at once, as on the web page: the empty one is refused by name, the other goes on.
-        upload = olga.post(
+        response = olga.post(
             "/documents",
             files=[
                 ("files", ("to-delete.txt", b"A short note that will be deleted soon.", "text/plain")),
@@ -448,10 +413,10 @@ def test_delete_keeps_the_web_rule(server, fake_ollama):
             ],
             data={"tags": ["alpha"]},
         )
-        assert upload.status_code == 201, upload.text
-        [created] = upload.json()["created"]
+        assert response.status_code == 201, response.text
+        [created] = response.json()["created"]
         assert created["filename"] == "to-delete.txt"
-        assert upload.json()["refused"] == ["blank.txt: this file is empty."]
+        assert response.json()["refused"] == ["blank.txt: this file is empty."]
         with client(server, "mike") as mike:  # a reader may not delete: absent
             error(mike.delete(f"/documents/{created['id']}"), 404, "not_found")
         deadline = time.monotonic() + 60
@@ -464,27 +429,11 @@ def test_delete_keeps_the_web_rule(server, fake_ollama):
 
 # ----------------------------------------------------------------------------------- overhead
 
-FINAL_RE = re.compile(r'data-role="assistant" data-status="(complete|interrupted|failed)"')
-
 
 async def _ask_websocket(server, session_id: str, question: str) -> float:
-    from websockets.asyncio.client import connect
-
-    async with connect(
-        f"ws://127.0.0.1:{server.port}/ws/chat/{session_id}/",
-        origin=server.url,
-        additional_headers={"Cookie": f"sessionid={server.cookie}"},
-        max_size=None,
-        ping_interval=None,
-    ) as ws:
-        started = time.perf_counter()
-        await ws.send(json.dumps({"question": question}))
-        async for frame in ws:
-            match = FINAL_RE.search(frame if isinstance(frame, str) else frame.decode())
-            if match:
-                assert match.group(1) == "complete"
-                return (time.perf_counter() - started) * 1000
-    raise AssertionError("the websocket closed before the answer")
+    _, status, ms = await ask_websocket(server, session_id, question)
+    assert status == "complete"
+    return ms
 
 
 def _ask_http(http: httpx.Client, question: str, session_id: str) -> float:

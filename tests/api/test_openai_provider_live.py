@@ -7,14 +7,12 @@ and the configured models."""
 from __future__ import annotations
 
 import asyncio
-import json
-import time
 
 import httpx
 import pytest
 
-from tests.api.test_api_live import DOC_TEXT, FINAL_RE, QUESTION, SETUP, client, sse_events
-from tests.browser.conftest import LiveServer
+from tests.api.live import ask_websocket, client, seeded_api_server, sse_events, upload
+from tests.api.test_api_live import DOC_TEXT, QUESTION, SETUP
 
 SMALL = "qwen2.5-0.5b-instruct"
 API_KEY = "sk-local-test"
@@ -22,9 +20,10 @@ API_KEY = "sk-local-test"
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server):
-    server = LiveServer(
-        data_dir=tmp_path_factory.mktemp("openai-live"),
+    server = seeded_api_server(
+        tmp_path_factory.mktemp("openai-live"),
         ollama_url="http://127.0.0.1:9",  # nothing listens there: every answer must come through /v1
+        setup=SETUP,
         extra_env={
             "LLM_PROVIDER": "openai",
             "LLM_BASE_URL": f"{ollama_server.url}/v1",
@@ -34,11 +33,6 @@ def server(tmp_path_factory, ollama_server):
             "RAGCHAT_API_CHAT_RATE": "1000/m",
         },
     )
-    server.manage("migrate", "-v0")
-    seeded = json.loads(server.shell(SETUP).strip().splitlines()[-1])
-    server.start()
-    server.tokens = seeded["tokens"]
-    server.cookie = seeded["cookie"]
     yield server
     server.stop()
 
@@ -54,19 +48,7 @@ def model_server(fake_ollama):
 @pytest.fixture(scope="module")
 def document(server):
     with client(server, "olga") as olga:
-        created = olga.post(
-            "/documents",
-            files=[("files", ("carry-over.txt", DOC_TEXT.encode(), "text/plain"))],
-            data={"tags": ["alpha"]},
-        )
-        assert created.status_code == 201, created.text
-        [doc] = created.json()["created"]
-        deadline = time.monotonic() + 60
-        while doc["status"] != "ready":
-            assert doc["status"] != "failed" and time.monotonic() < deadline, doc
-            time.sleep(0.2)
-            doc = olga.get(f"/documents/{doc['id']}").json()
-    return doc
+        return upload(olga, "carry-over.txt", DOC_TEXT, ["alpha"])
 
 
 def test_the_json_api_answers_through_the_openai_protocol(server, document, model_server):
@@ -119,29 +101,11 @@ def test_a_failing_server_is_the_apis_upstream_error(server, document, model_ser
     assert name == "error" and data["code"] == "upstream_unavailable" and data["details"]["partial_answer"]
 
 
-async def _ask_websocket(server, session_id: str, question: str) -> str:
-    from websockets.asyncio.client import connect
-
-    async with connect(
-        f"ws://127.0.0.1:{server.port}/ws/chat/{session_id}/",
-        origin=server.url,
-        additional_headers={"Cookie": f"sessionid={server.cookie}"},
-        max_size=None,
-        ping_interval=None,
-    ) as ws:
-        await ws.send(json.dumps({"question": question}))
-        async for frame in ws:
-            text = frame if isinstance(frame, str) else frame.decode()
-            if FINAL_RE.search(text):
-                return text
-    raise AssertionError("the websocket closed before the answer")
-
-
 def test_the_chat_websocket_answers_through_the_openai_protocol(server, document, model_server):
     model_server.reply_citing(1, words=8, prefix="Over the websocket.")
     with client(server, "mike") as mike:
         session_id = mike.post("/chat", json={"question": QUESTION}).json()["session_id"]
-        final = asyncio.run(_ask_websocket(server, session_id, "And how many days carry over?"))
+        final, _, _ = asyncio.run(ask_websocket(server, session_id, "And how many days carry over?"))
         assert 'data-status="complete"' in final and "Over the websocket." in final
         assert 'class="cite-marker"' in final
         stored = mike.get(f"/sessions/{session_id}").json()["messages"][-1]

@@ -383,9 +383,17 @@ def sign_in(page, base_url: str, username: str, password: str) -> None:
     page.wait_for_url(base_url + "/")
 
 
-def signed_in(browser, base_url: str, username: str, password: str, *, width: int = 1280, height: int = 900):
-    """A fresh context of a `width` x `height` viewport, a page in it signed in as `username`: (context, page)."""
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
+def new_page(browser, *, width: int = 1280, height: int = 900, mobile: bool = False, **options):
+    """A fresh context of a `width` x `height` viewport (a phone's touch and mobile viewport with
+    `mobile`; other context `options` as given) and a page in it: (context, page)."""
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, **options
+    )
+    return context, context.new_page()
+
+
+def signed_in(browser, base_url: str, username: str, password: str, *, width: int = 1280, height: int = 900, **options):
+    """`new_page`'s page signed in as `username`: (context, page)."""
+    context, page = new_page(browser, width=width, height=height, **options)
     sign_in(page, base_url, username, password)
     return context, page

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import seeded_server
+from tests.browser.conftest import seeded_server, signed_in
 from tests.browser.test_axe_browser import AXE, axe_problems
 
 pytestmark = pytest.mark.browser
@@ -64,14 +64,7 @@ def browser(chromium):
 
 
 def _sign_in(browser, base: str, *, width: int, height: int, mobile: bool = False):
-    context = browser.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
-    page = context.new_page()
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", "erin")
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/")
-    return context, page
+    return signed_in(browser, base, "erin", PASSWORD, width=width, height=height, mobile=mobile)
 
 
 def _new_chat(page):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server, wait_until
+from tests.browser.conftest import ARTIFACTS, new_page, seeded_server, sign_in, wait_until
 from tests.browser.test_chat_browser import PASSWORD, SETUP
 
 pytestmark = pytest.mark.browser
@@ -32,15 +32,10 @@ def server(tmp_path_factory, ollama_server):
 
 def _page(chromium, base, size):
     width, height, mobile = size
-    context = chromium.new_context(viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile)
-    page = context.new_page()
+    context, page = new_page(chromium, width=width, height=height, mobile=mobile)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", "erin")
-    page.fill("input[name=password]", PASSWORD)
-    page.keyboard.press("Enter")
-    page.wait_for_url(base + "/")
+    sign_in(page, base, "erin", PASSWORD)
     return context, page, errors
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, seeded_server, wait_until
+from tests.browser.conftest import ARTIFACTS, seeded_server, signed_in, wait_until
 from tests.browser.test_chat_browser import PASSWORD, SETUP
 
 pytestmark = pytest.mark.browser
@@ -31,16 +31,7 @@ def server(tmp_path_factory, ollama_server):
 
 def _page(chromium, base, size, **extra):
     width, height, mobile = size
-    context = chromium.new_context(
-        viewport={"width": width, "height": height}, is_mobile=mobile, has_touch=mobile, **extra
-    )
-    page = context.new_page()
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", "erin")
-    page.fill("input[name=password]", PASSWORD)
-    page.keyboard.press("Enter")
-    page.wait_for_url(base + "/")
-    return context, page
+    return signed_in(chromium, base, "erin", PASSWORD, width=width, height=height, mobile=mobile, **extra)
 
 
 def _ask(page, question: str) -> None:

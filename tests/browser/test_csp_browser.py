@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import LiveServer, csp_context
+from tests.browser.conftest import LiveServer, csp_context, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -44,14 +44,6 @@ def _page(chromium, width=1280, height=900):
     """A page under the app's CSP and what its pages report (tests/browser/conftest.py's watch)."""
     context, violations = csp_context(chromium, width, height)
     return context, context.new_page(), violations
-
-
-def _sign_in(page, url, username, password):
-    page.goto(url + "/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(url + "/")
 
 
 PAGES = {
@@ -99,7 +91,7 @@ def test_pages_have_no_csp_violation(server, chromium, username):
     password, paths = PAGES[username]
     context, page, violations = _page(chromium)
     page.goto(live.url + "/accounts/login/")
-    _sign_in(page, live.url, username, password)
+    sign_in(page, live.url, username, password)
     for path in paths:
         response = page.goto(live.url + path.format(**ids))
         assert response.status == 200, path
@@ -114,7 +106,7 @@ def test_owner_sees_what_is_withheld_and_admin_views_as(server, chromium, width,
     live, ids = server
     ARTIFACTS.mkdir(exist_ok=True)
     context, page, violations = _page(chromium, width, height)
-    _sign_in(page, live.url, "fiona", "pw-fiona-12345")
+    sign_in(page, live.url, "fiona", "pw-fiona-12345")
     page.goto(live.url + f"/routing/q/{ids['rq_b']}/")
     text = page.inner_text("main")
     assert "MKalpha7Q" not in page.content()  # leak 1 of the issue: the IT passage, draft and answer
@@ -126,7 +118,7 @@ def test_owner_sees_what_is_withheld_and_admin_views_as(server, chromium, width,
     context.close()
 
     context, page, violations = _page(chromium, width, height)
-    _sign_in(page, live.url, "root", "pw-root-12345")
+    sign_in(page, live.url, "root", "pw-root-12345")
     page.goto(live.url + "/access/view-as/")
     page.select_option("#id_user", label="Mia (mia)")
     page.fill("#id_question", "What is the policy?")
@@ -144,7 +136,7 @@ def test_the_watch_sees_a_csp_violation_and_an_htmx_error(server, chromium):
     here they are brought about on purpose and allowed)."""
     live, _ = server
     context, page, problems = _page(chromium)
-    _sign_in(page, live.url, "emma", "pw-emma-12345")
+    sign_in(page, live.url, "emma", "pw-emma-12345")
     assert problems == []
     page.evaluate("document.querySelector('main').setAttribute('style', 'color: red')")
     page.evaluate(

@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, seeded_server
+from tests.browser.conftest import ARTIFACTS, WIDTHS, assert_no_sideways_scroll, new_page, seeded_server, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -53,16 +53,11 @@ def server(tmp_path_factory, ollama_server):
 
 
 def _page(chromium, base, width, height):
-    context = chromium.new_context(viewport={"width": width, "height": height}, accept_downloads=True)
-    page = context.new_page()
+    context, page = new_page(chromium, width=width, height=height, accept_downloads=True)
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", "olga")
-    page.fill("input[name=password]", PASSWORD)
-    page.keyboard.press("Enter")
-    page.wait_for_url(base + "/")
+    sign_in(page, base, "olga", PASSWORD)
     return context, page, errors
 
 

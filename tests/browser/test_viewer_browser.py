@@ -11,7 +11,14 @@ import json
 
 import pytest
 
-from tests.browser.conftest import ARTIFACTS, LiveServer, assert_no_sideways_scroll, wait_for_answer, wait_until
+from tests.browser.conftest import (
+    ARTIFACTS,
+    LiveServer,
+    assert_no_sideways_scroll,
+    sign_in,
+    wait_for_answer,
+    wait_until,
+)
 from tests.browser.test_axe_browser import AXE, axe_problems
 
 pytestmark = pytest.mark.browser
@@ -75,14 +82,6 @@ def server(tmp_path_factory, ollama_server):
     live.stop()
 
 
-def _sign_in(page, base: str, username: str) -> None:
-    page.goto(base + "/accounts/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", PASSWORD)
-    page.click("button[type=submit]")
-    page.wait_for_url(base + "/")
-
-
 def _in_view(page, selector: str) -> dict:
     """The element's box, asserted inside the window (after the viewer's scroll has settled)."""
     element = page.locator(selector).first
@@ -112,7 +111,7 @@ def test_citations_open_at_the_highlighted_passage(server, chromium, fake_ollama
         phone = width < 600
         context = chromium.new_context(viewport={"width": width, "height": height}, is_mobile=phone, has_touch=phone)
         page = context.new_page()
-        _sign_in(page, live.url, "vera")
+        sign_in(page, live.url, "vera", PASSWORD)
         page.fill("#question", "What is the zephyr allowance per day?")
         page.keyboard.press("Enter")
         wait_for_answer(page)
@@ -163,7 +162,7 @@ def test_viewer_axe_and_the_chunks_as_indexed(server, chromium):
     for width, height in SIZES:
         context = chromium.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
-        _sign_in(page, live.url, "root")
+        sign_in(page, live.url, "root", PASSWORD)
         for kind in ("pdf", "md"):
             page.goto(f"{live.url}/documents/{docs[kind]['id']}/view?chunk={docs[kind]['chunk']}#passage")
             page.wait_for_load_state("networkidle")

@@ -13,13 +13,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 
 import httpx
 import pytest
 
 from ragchat import real_model
-from tests.browser.conftest import LiveServer
+from tests.api.live import ask_websocket, seeded_api_server, upload
+from tests.api.live import client as api_client
 
 SECRET = "PAYROLL-CODE-7781"
 OUTSIDE = "evil.example"
@@ -89,9 +89,10 @@ def model(request, ollama_server):
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory, ollama_server, model):
-    live = LiveServer(
-        data_dir=tmp_path_factory.mktemp(f"hostile-{model['name']}"),
+    live = seeded_api_server(
+        tmp_path_factory.mktemp(f"hostile-{model['name']}"),
         ollama_url=ollama_server.url,
+        setup=SETUP,
         extra_env={
             "RAGCHAT_API_CHAT_RATE": "1000/m",
             "RAG_TIMEOUT_SECONDS": "120",
@@ -99,30 +100,15 @@ def server(tmp_path_factory, ollama_server, model):
             **model["env"],
         },
     )
-    live.manage("migrate", "-v0")
-    seeded = json.loads(live.shell(SETUP).strip().splitlines()[-1])
-    live.start()
-    live.tokens, live.cookie = seeded["tokens"], seeded["cookie"]
     with client(live, "olga") as olga:
-        for name, text, tag in (("vpn-guide.txt", VPN_GUIDE, "it"), ("board-minutes.txt", BOARD_MINUTES, "board")):
-            created = olga.post(
-                "/documents", files=[("files", (name, text.encode(), "text/plain"))], data={"tags": [tag]}
-            )
-            assert created.status_code == 201, created.text
-            [doc] = created.json()["created"]
-            deadline = time.monotonic() + 60
-            while doc["status"] != "ready":
-                assert doc["status"] != "failed" and time.monotonic() < deadline, doc
-                time.sleep(0.2)
-                doc = olga.get(f"/documents/{doc['id']}").json()
+        upload(olga, "vpn-guide.txt", VPN_GUIDE, ["it"])
+        upload(olga, "board-minutes.txt", BOARD_MINUTES, ["board"])
     yield live
     live.stop()
 
 
 def client(server, who: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=server.url + "/api/v1", headers={"Authorization": f"Bearer {server.tokens[who]}"}, timeout=900
-    )
+    return api_client(server, who, timeout=900)  # a CPU model on a busy box takes minutes per answer
 
 
 @pytest.fixture
@@ -182,29 +168,12 @@ def test_asking_for_the_other_tag_s_text_gets_none_of_it(server, model, obeying)
 def test_streamed_answer_over_the_websocket_renders_no_outside_link_image_or_verified_label(server, model, obeying):
     import asyncio
 
-    from websockets.asyncio.client import connect
-
     with client(server, "ann") as ann:
         session = ann.post("/chat", json={"question": "Is the VPN required for email?"}).json()["session_id"]
 
-    async def ask() -> tuple[list[str], str]:
-        frames: list[str] = []
-        async with connect(
-            f"ws://127.0.0.1:{server.port}/ws/chat/{session}/",
-            origin=server.url,
-            additional_headers={"Cookie": f"sessionid={server.cookie}"},
-            max_size=None,
-            ping_interval=None,
-        ) as ws:
-            await ws.send(json.dumps({"question": QUESTION}))
-            async for frame in ws:
-                text = frame if isinstance(frame, str) else frame.decode()
-                frames.append(text)
-                if re.search(r'data-role="assistant" data-status="(complete|interrupted|failed)"', text):
-                    return frames, text
-        raise AssertionError("the websocket closed before the answer")
-
-    frames, final = asyncio.run(asyncio.wait_for(ask(), 300))
+    frames: list[str] = []
+    ask = ask_websocket(server, session, QUESTION, on_frame=frames.append)
+    final, _, _ = asyncio.run(asyncio.wait_for(ask, 300))
     assert 'data-status="complete"' in final, final[-2000:]
     assert len(frames) >= 3, "the answer was streamed, not sent whole"
     for html in frames:
