@@ -320,3 +320,27 @@ def answer_rows(report: dict[str, Any]) -> list[dict[str, str]]:
             f"{s['seconds_per_answer']:.1f} / {s['seconds_median']:.1f} / {s['seconds_max']:.1f}",
         ),
     ]
+
+
+def habit_rows(reports: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
+    """`manage.py evaluate --answers --test-server`'s figures over several citation habits: a figure
+    alike in every habit once, otherwise its value in each."""
+    first = next(iter(reports.values()))
+    s = first["summary"]
+    rows = [
+        _row(
+            "model; labelled questions; citation habits",
+            f"the test server's careful model; {s['answerable']} answerable, {s['unanswerable']} unanswerable;"
+            f" {len(reports)} ({', '.join(reports)})",
+        )
+    ]
+    by_habit = {habit: answer_rows(report)[1:] for habit, report in reports.items()}
+    for i, row in enumerate(answer_rows(first)[1:]):
+        values = {habit: rows_[i]["value"] for habit, rows_ in by_habit.items()}
+        if row["figure"].startswith("seconds per answer"):
+            continue  # the test server answers at once: the time is the pipeline's, not a model's
+        if len(set(values.values())) == 1:
+            rows.append(_row(row["figure"], f"{row['value']} in each habit"))
+        else:
+            rows.append(_row(row["figure"], "; ".join(f"{habit} {value}" for habit, value in values.items())))
+    return rows

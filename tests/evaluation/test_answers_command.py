@@ -142,3 +142,42 @@ def test_answers_keep_their_promises_on_the_product_embedder(settings, tmp_path,
     assert summary["false_dont_know"] == 0, failing["false_dont_know"]
     assert summary["answerable_routed"] <= 0.10, failing["answerable_routed"]
     assert summary["unanswerable_routed"] >= 0.90, failing["unanswerable_not_routed"]
+
+
+def test_the_test_server_answers_in_each_habit_named(answer_settings, tmp_path):
+    """`--test-server`: the command starts the test server's careful model itself and answers the set
+    once per citation habit; the figures file gets one section for the run, a figure alike in
+    every habit said once."""
+    out = StringIO()
+    figures = tmp_path / "benchmarks.json"
+    call_command(
+        "evaluate",
+        "--answers",
+        "--test-server",
+        "none,numbered",
+        "--sample",
+        "12",
+        "--json",
+        str(tmp_path / "answers.json"),
+        "--figures",
+        str(figures),
+        stdout=out,
+        stderr=StringIO(),
+    )
+    report = json.loads((tmp_path / "answers.json").read_text())["habits"]
+    assert set(report) == {"none", "numbered"}
+    for habit in report.values():
+        assert habit["summary"]["questions"] == 12
+        assert habit["summary"]["uncited_supported_sentences"] == 0
+    assert "== test server, habit numbered" in out.getvalue()
+    section = json.loads(figures.read_text())["manage.py evaluate --answers --test-server none,numbered --sample 12"]
+    rows = {row["figure"]: row["value"] for row in section["figures"]}
+    assert rows["model; labelled questions; citation habits"].endswith("2 (none, numbered)")
+    assert rows["supported sentences without a citation"].startswith("0 of ")
+    assert not any(figure.startswith("seconds") for figure in rows)
+    with pytest.raises(CommandError, match="name habits of"):
+        call_command("evaluate", "--answers", "--test-server", "telepathic", stdout=StringIO(), stderr=StringIO())
+    with pytest.raises(CommandError, match="one model at a time"):
+        call_command(
+            "evaluate", "--answers", "--real-model", "--test-server", "none", stdout=StringIO(), stderr=StringIO()
+        )

@@ -11,13 +11,14 @@ import os
 import shutil
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from ragchat.bench.figures import FIGURES_FILE, answer_rows, evaluation_rows, figures_record
+from ragchat.bench.figures import FIGURES_FILE, answer_rows, evaluation_rows, figures_record, habit_rows
 from ragchat.evaluation import answers, runner
 from ragchat.evaluation.corpus import QUESTIONS_FILE, write_corpus
 from ragchat.services.vector_store import SEARCH_MODES
@@ -56,6 +57,12 @@ class Command(BaseCommand):
             help="with --answers: start the real-model lane's server (make llm-lane) and answer with it",
         )
         parser.add_argument(
+            "--test-server",
+            metavar="HABITS",
+            help="with --answers: answer with the Ollama-protocol test server's careful model, in each"
+            " citation habit named (comma-separated; `every`: all of them, and the canonical marker)",
+        )
+        parser.add_argument(
             "--figures",
             default=None,
             help=f"the figures file whose section of this command line the run replaces (default: {FIGURES_FILE}"
@@ -67,16 +74,18 @@ class Command(BaseCommand):
         self, *args, folder, questions, mode, embedder, json_out, limit, no_citations, figures, no_figures, **options
     ):
         if options["answers"]:
+            figures = None if no_figures else figures or (None if options["answer_set"] else str(FIGURES_FILE))
+            if options["test_server"]:
+                if options["real_model"]:
+                    raise CommandError("--real-model or --test-server: one model at a time")
+                return self.test_server_answers(
+                    options["test_server"], options["answer_set"], json_out, limit, options["sample"], figures
+                )
             return self.answers(
-                options["answer_set"],
-                options["real_model"],
-                json_out,
-                limit,
-                options["sample"],
-                figures=None if no_figures else figures or (None if options["answer_set"] else str(FIGURES_FILE)),
+                options["answer_set"], options["real_model"], json_out, limit, options["sample"], figures=figures
             )
-        if options["real_model"]:
-            raise CommandError("--real-model evaluates answers: give --answers too")
+        if options["real_model"] or options["test_server"]:
+            raise CommandError("--real-model and --test-server evaluate answers: give --answers too")
         # The figures file holds the generated corpus's figures; a run on your own documents writes
         # there only when asked to.
         figures_path = None if no_figures else figures or (None if folder or questions else str(FIGURES_FILE))
@@ -178,6 +187,59 @@ class Command(BaseCommand):
             )
             self._record(figures, command, answer_rows(report))
         self.stdout.write(json.dumps(report["summary"], default=str))
+
+    def test_server_answers(self, habits_arg, answer_set, json_out, limit, sample, figures):
+        """The labelled set answered by the test server's careful model (the context sentence closest
+        to the question) in each citation habit named: one report a habit."""
+        from ragchat.fake_ollama import FakeOllama
+        from ragchat.fake_ollama.server import CITATION_HABITS, NO_CITATIONS
+
+        every = ["canonical", *sorted(CITATION_HABITS)]
+        habits = every if habits_arg == "every" else [h.strip() for h in habits_arg.split(",") if h.strip()]
+        unknown = [h for h in habits if h not in every]
+        if unknown or not habits:
+            raise CommandError(f"--test-server {habits_arg!r}: name habits of {', '.join(every)}, or `every`")
+        try:
+            questions = answers.load_answer_set(answer_set or answers.ANSWER_SET)
+        except (OSError, ValueError) as e:
+            raise CommandError(f"cannot read the labelled set: {e}")
+        if limit:
+            questions = questions[:limit]
+        if sample:
+            questions = answers.spread(questions, sample)
+        quiet = logging.getLogger("ragchat")
+        previous_level = quiet.level
+        quiet.setLevel(logging.ERROR)
+        reports: dict[str, dict] = {}
+        fake = FakeOllama().start()
+        try:
+            base = replace(settings.RAG, llm_provider="ollama", ollama_base_url=fake.url)
+            for habit in habits:
+                fake.reset()
+                fake.reply_from_context(cite=habit != NO_CITATIONS)
+                if habit != "canonical":
+                    fake.habits(citations=habit)
+                self.stderr.write(f"habit {habit}:")
+                reports[habit] = async_to_sync(answers.run_answer_evaluation)(
+                    questions=questions, base_settings=base, progress=lambda m: self.stderr.write(m)
+                )
+        finally:
+            quiet.setLevel(previous_level)
+            fake.stop()
+        for habit, report in reports.items():
+            self.stdout.write(f"== test server, habit {habit}")
+            self.stdout.write(answers.format_answer_report(report))
+        if json_out:
+            Path(json_out).write_text(json.dumps({"habits": reports}, indent=2, default=str))
+            self.stderr.write(f"full report written to {json_out}")
+        if figures and not any(r["summary"].get("failed") for r in reports.values()):
+            command = " ".join(
+                ["manage.py evaluate --answers", f"--test-server {habits_arg}"]
+                + ([f"--limit {limit}"] if limit else [])
+                + ([f"--sample {sample}"] if sample else [])
+            )
+            self._record(figures, command, habit_rows(reports))
+        self.stdout.write(json.dumps({h: r["summary"] for h, r in reports.items()}, default=str))
 
     def _record(self, figures_path: str, command: str, rows: list[dict[str, str]]) -> None:
         """This command line's section of the figures file (and the README rows quoting it)."""
