@@ -140,14 +140,7 @@ class Command(BaseCommand):
     def answers(self, answer_set, real_model, json_out, limit, sample=0, figures=None):
         from ragchat.services.config import RAGSettings
 
-        try:
-            questions = answers.load_answer_set(answer_set or answers.ANSWER_SET)
-        except (OSError, ValueError) as e:
-            raise CommandError(f"cannot read the labelled set: {e}")
-        if limit:
-            questions = questions[:limit]
-        if sample:
-            questions = answers.spread(questions, sample)
+        questions = self._labelled_questions(answer_set, limit, sample)
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level
         quiet.setLevel(logging.ERROR)
@@ -199,14 +192,7 @@ class Command(BaseCommand):
         unknown = [h for h in habits if h not in every]
         if unknown or not habits:
             raise CommandError(f"--test-server {habits_arg!r}: name habits of {', '.join(every)}, or `every`")
-        try:
-            questions = answers.load_answer_set(answer_set or answers.ANSWER_SET)
-        except (OSError, ValueError) as e:
-            raise CommandError(f"cannot read the labelled set: {e}")
-        if limit:
-            questions = questions[:limit]
-        if sample:
-            questions = answers.spread(questions, sample)
+        questions = self._labelled_questions(answer_set, limit, sample)
         quiet = logging.getLogger("ragchat")
         previous_level = quiet.level
         quiet.setLevel(logging.ERROR)
@@ -240,6 +226,19 @@ class Command(BaseCommand):
             )
             self._record(figures, command, habit_rows(reports))
         self.stdout.write(json.dumps({h: r["summary"] for h, r in reports.items()}, default=str))
+
+    @staticmethod
+    def _labelled_questions(answer_set, limit, sample) -> list:
+        """The labelled set (the shipped one unless `answer_set`), its first `limit` or a `sample`."""
+        try:
+            questions = answers.load_answer_set(answer_set or answers.ANSWER_SET)
+        except (OSError, ValueError) as e:
+            raise CommandError(f"cannot read the labelled set: {e}")
+        if limit:
+            questions = questions[:limit]
+        if sample:
+            questions = answers.spread(questions, sample)
+        return questions
 
     def _record(self, figures_path: str, command: str, rows: list[dict[str, str]]) -> None:
         """This command line's section of the figures file (and the README rows quoting it)."""
