@@ -23,7 +23,7 @@ from ragchat.services.llm import LANE_STREAMS, OllamaLLM, Usage, model_present, 
 from ragchat.services.tokens import Calibration
 from ragchat.services.types import ChatMessage
 
-TIMEOUT = 1.0
+TIMEOUT = 2.0  # the stall guard of these tests: a busy 2-core machine may delay a piece by a second
 # Generous slack for a shared 2-core machine; the point is "about TIMEOUT", not "eventually".
 SLACK = 1.5
 
@@ -388,19 +388,21 @@ async def test_consumer_leaving_early_closes_the_connection(
 
 
 async def test_retries_never_outlast_rag_timeout(fake_ollama: FakeOllama) -> None:
-    """The retry backoff (here 0.4 s, 0.8 s, ...) is cut at the RAG_TIMEOUT_SECONDS deadline."""
+    """The retry backoff (here 1.2 s, 2.4 s, ...) is cut at the RAG_TIMEOUT_SECONDS deadline (3 s:
+    a 502 that a busy machine delays by a second must not read as the model's silence)."""
+    timeout = 3.0
     settings = RAGSettings(
         ollama_base_url=fake_ollama.url,
-        rag_timeout_seconds=TIMEOUT,
-        rag_retry_initial_delay=0.4,
+        rag_timeout_seconds=timeout,
+        rag_retry_initial_delay=1.2,
         rag_retry_max_delay=10,
     )
     fake_ollama.fail_with(status=502, times=None)
     started = time.monotonic()
     with pytest.raises(LLMResponseError):
         await collect(OllamaLLM(settings))
-    assert time.monotonic() - started < TIMEOUT + 0.3
-    assert len(fake_ollama.requests_to("/api/chat")) == 2  # 0.4 s fits, 0.4 + 0.8 s does not
+    assert time.monotonic() - started < timeout + 0.5
+    assert len(fake_ollama.requests_to("/api/chat")) == 2  # 1.2 s fits, 1.2 + 2.4 s does not
 
 
 async def test_health_requires_the_ollama_embedding_model_when_used(fake_ollama: FakeOllama) -> None:
