@@ -335,7 +335,7 @@ def habit_rows(reports: dict[str, dict[str, Any]]) -> list[dict[str, str]]:
         )
     ]
     by_habit = {habit: answer_rows(report)[1:] for habit, report in reports.items()}
-    for i, row in enumerate(answer_rows(first)[1:]):
+    for i, row in enumerate(next(iter(by_habit.values()))):
         values = {habit: rows_[i]["value"] for habit, rows_ in by_habit.items()}
         if row["figure"].startswith("seconds per answer"):
             continue  # the test server answers at once: the time is the pipeline's, not a model's

@@ -48,7 +48,9 @@ def answer_settings(settings, tmp_path, fake_ollama):
     return settings.RAG
 
 
-def run_answers(tmp_path, *extra):
+def run_answers(tmp_path, *extra, section="manage.py evaluate --answers"):
+    """`evaluate --answers` with `extra` options: (the JSON report, what it printed, its figures by
+    name). The run records its headline figures in `section` of the figures file given."""
     out = StringIO()
     figures = tmp_path / "benchmarks.json"
     call_command(
@@ -62,16 +64,15 @@ def run_answers(tmp_path, *extra):
         stdout=out,
         stderr=StringIO(),
     )
-    # The run records its headline figures in its own section of the figures file given.
-    section = json.loads(figures.read_text())["manage.py evaluate --answers"]
-    assert any(row["figure"] == "answerable answers with >=1 valid citation" for row in section["figures"])
-    return json.loads((tmp_path / "answers.json").read_text()), out.getvalue()
+    rows = {row["figure"]: row["value"] for row in json.loads(figures.read_text())[section]["figures"]}
+    assert "answerable answers with >=1 valid citation" in rows
+    return json.loads((tmp_path / "answers.json").read_text()), out.getvalue(), rows
 
 
 @pytest.mark.parametrize("cite", [True, False], ids=["model-cites", "model-writes-no-citation"])
 def test_answers_report_every_figure_through_the_pipeline(answer_settings, fake_ollama, tmp_path, cite):
     fake_ollama.reply_from_context(cite=cite)
-    report, text = run_answers(tmp_path)
+    report, text, _ = run_answers(tmp_path)
     summary = report["summary"]
     questions = load_answer_set()
     assert summary["questions"] == len(questions) == len(report["per_question"])
@@ -134,7 +135,7 @@ def test_answers_keep_their_promises_on_the_product_embedder(settings, tmp_path,
     fake_ollama.reply_from_context(cite=habit != "none")
     if habit != "none":
         fake_ollama.habits(citations=habit)
-    report, _ = run_answers(tmp_path)
+    report, _, _ = run_answers(tmp_path)
     summary, failing = report["summary"], report["summary"]["failing"]
     assert summary["answerable_cited_excluding_dont_know"] == 1.0, failing["no_valid_citation"]
     assert summary["answerable_cited"] >= 0.95, failing["no_valid_citation"]
@@ -148,30 +149,14 @@ def test_the_test_server_answers_in_each_habit_named(answer_settings, tmp_path):
     """`--test-server`: the command starts the test server's careful model itself and answers the set
     once per citation habit; the figures file gets one section for the run, a figure alike in
     every habit said once."""
-    out = StringIO()
-    figures = tmp_path / "benchmarks.json"
-    call_command(
-        "evaluate",
-        "--answers",
-        "--test-server",
-        "none,numbered",
-        "--sample",
-        "12",
-        "--json",
-        str(tmp_path / "answers.json"),
-        "--figures",
-        str(figures),
-        stdout=out,
-        stderr=StringIO(),
-    )
-    report = json.loads((tmp_path / "answers.json").read_text())["habits"]
+    command = "manage.py evaluate --answers --test-server none,numbered --sample 12"
+    report, text, rows = run_answers(tmp_path, "--test-server", "none,numbered", "--sample", "12", section=command)
+    report = report["habits"]
     assert set(report) == {"none", "numbered"}
     for habit in report.values():
         assert habit["summary"]["questions"] == 12
         assert habit["summary"]["uncited_supported_sentences"] == 0
-    assert "== test server, habit numbered" in out.getvalue()
-    section = json.loads(figures.read_text())["manage.py evaluate --answers --test-server none,numbered --sample 12"]
-    rows = {row["figure"]: row["value"] for row in section["figures"]}
+    assert "== test server, habit numbered" in text
     assert rows["model; labelled questions; citation habits"].endswith("2 (none, numbered)")
     assert rows["supported sentences without a citation"].startswith("0 of ")
     assert not any(figure.startswith("seconds") for figure in rows)

@@ -11,6 +11,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -98,36 +100,31 @@ class Command(BaseCommand):
             + (["--folder …"] if folder else [])
             + (["--questions …"] if questions else [])
         )
-        # Per-request INFO logs of the pipeline would drown the table; the forged citations the
-        # check injects are logged as warnings by design.
-        quiet = logging.getLogger("ragchat")
-        previous_level = quiet.level  # restored: call_command (tests) must not silence the process
-        quiet.setLevel(logging.ERROR)
         temp = None
-        if not folder:
-            temp = tempfile.mkdtemp(prefix="ragchat-eval-corpus-")
-            folder, _ = write_corpus(temp)
-        try:
-            questions_path = Path(questions) if questions else Path(folder) / QUESTIONS_FILE
-            if not questions_path.exists():
-                raise CommandError(f"no question file at {questions_path}")
-            gold = runner.load_questions(questions_path)
-            if limit:
-                gold = gold[:limit]
-            modes = list(SEARCH_MODES) if mode == "all" else [mode]
-            report = async_to_sync(runner.run_evaluation)(
-                folder=folder,
-                questions=gold,
-                base_settings=settings.RAG,
-                embedder=embedder,
-                modes=modes,
-                citations=not no_citations,
-                progress=lambda m: self.stderr.write(m),
-            )
-        finally:
-            quiet.setLevel(previous_level)
-            if temp:
-                shutil.rmtree(temp, ignore_errors=True)
+        with _pipeline_logs_quiet():
+            if not folder:
+                temp = tempfile.mkdtemp(prefix="ragchat-eval-corpus-")
+                folder, _ = write_corpus(temp)
+            try:
+                questions_path = Path(questions) if questions else Path(folder) / QUESTIONS_FILE
+                if not questions_path.exists():
+                    raise CommandError(f"no question file at {questions_path}")
+                gold = runner.load_questions(questions_path)
+                if limit:
+                    gold = gold[:limit]
+                modes = list(SEARCH_MODES) if mode == "all" else [mode]
+                report = async_to_sync(runner.run_evaluation)(
+                    folder=folder,
+                    questions=gold,
+                    base_settings=settings.RAG,
+                    embedder=embedder,
+                    modes=modes,
+                    citations=not no_citations,
+                    progress=lambda m: self.stderr.write(m),
+                )
+            finally:
+                if temp:
+                    shutil.rmtree(temp, ignore_errors=True)
         self.stdout.write(runner.format_table(report))
         summary = {k: v for k, v in report.items() if k != "per_question"}
         if json_out:
@@ -141,43 +138,37 @@ class Command(BaseCommand):
         from ragchat.services.config import RAGSettings
 
         questions = self._labelled_questions(answer_set, limit, sample)
-        quiet = logging.getLogger("ragchat")
-        previous_level = quiet.level
-        quiet.setLevel(logging.ERROR)
         server = None
-        try:
-            base = settings.RAG
-            if real_model:
-                from ragchat import real_model as lane
+        with _pipeline_logs_quiet():
+            try:
+                base = settings.RAG
+                if real_model:
+                    from ragchat import real_model as lane
 
-                reason = lane.missing()
-                if reason:
-                    raise CommandError(reason)
-                server = lane.RealModelServer().start()
-                self.stderr.write(f"{lane.MODEL_NAME} served at {server.url}, ready in {server.started_seconds:.1f} s")
-                base = RAGSettings.from_env({**os.environ, **server.environment()})
-            began = time.perf_counter()
-            report = async_to_sync(answers.run_answer_evaluation)(
-                questions=questions, base_settings=base, progress=lambda m: self.stderr.write(m)
-            )
-            report["lane_seconds"] = round(time.perf_counter() - began, 1)
-            if server is not None:
-                report["server_start_seconds"] = round(server.started_seconds, 1)
-        finally:
-            quiet.setLevel(previous_level)
-            if server is not None:
-                server.stop()
+                    reason = lane.missing()
+                    if reason:
+                        raise CommandError(reason)
+                    server = lane.RealModelServer().start()
+                    self.stderr.write(
+                        f"{lane.MODEL_NAME} served at {server.url}, ready in {server.started_seconds:.1f} s"
+                    )
+                    base = RAGSettings.from_env({**os.environ, **server.environment()})
+                began = time.perf_counter()
+                report = async_to_sync(answers.run_answer_evaluation)(
+                    questions=questions, base_settings=base, progress=lambda m: self.stderr.write(m)
+                )
+                report["lane_seconds"] = round(time.perf_counter() - began, 1)
+                if server is not None:
+                    report["server_start_seconds"] = round(server.started_seconds, 1)
+            finally:
+                if server is not None:
+                    server.stop()
         self.stdout.write(answers.format_answer_report(report))
         if json_out:
             Path(json_out).write_text(json.dumps(report, indent=2, default=str))
             self.stderr.write(f"full report written to {json_out}")
         if figures and not report["summary"].get("failed"):
-            command = " ".join(
-                ["manage.py evaluate --answers"]
-                + (["--real-model"] if real_model else [])
-                + ([f"--limit {limit}"] if limit else [])
-                + ([f"--sample {sample}"] if sample else [])
-            )
+            command = _answers_command(["--real-model"] if real_model else [], limit, sample)
             self._record(figures, command, answer_rows(report))
         self.stdout.write(json.dumps(report["summary"], default=str))
 
@@ -193,25 +184,22 @@ class Command(BaseCommand):
         if unknown or not habits:
             raise CommandError(f"--test-server {habits_arg!r}: name habits of {', '.join(every)}, or `every`")
         questions = self._labelled_questions(answer_set, limit, sample)
-        quiet = logging.getLogger("ragchat")
-        previous_level = quiet.level
-        quiet.setLevel(logging.ERROR)
         reports: dict[str, dict] = {}
         fake = FakeOllama().start()
-        try:
-            base = replace(settings.RAG, llm_provider="ollama", ollama_base_url=fake.url)
-            for habit in habits:
-                fake.reset()
-                fake.reply_from_context(cite=habit != NO_CITATIONS)
-                if habit != "canonical":
-                    fake.habits(citations=habit)
-                self.stderr.write(f"habit {habit}:")
-                reports[habit] = async_to_sync(answers.run_answer_evaluation)(
-                    questions=questions, base_settings=base, progress=lambda m: self.stderr.write(m)
-                )
-        finally:
-            quiet.setLevel(previous_level)
-            fake.stop()
+        with _pipeline_logs_quiet():
+            try:
+                base = replace(settings.RAG, llm_provider="ollama", ollama_base_url=fake.url)
+                for habit in habits:
+                    fake.reset()
+                    fake.reply_from_context(cite=habit != NO_CITATIONS)
+                    if habit != "canonical":
+                        fake.habits(citations=habit)
+                    self.stderr.write(f"habit {habit}:")
+                    reports[habit] = async_to_sync(answers.run_answer_evaluation)(
+                        questions=questions, base_settings=base, progress=lambda m: self.stderr.write(m)
+                    )
+            finally:
+                fake.stop()
         for habit, report in reports.items():
             self.stdout.write(f"== test server, habit {habit}")
             self.stdout.write(answers.format_answer_report(report))
@@ -219,12 +207,7 @@ class Command(BaseCommand):
             Path(json_out).write_text(json.dumps({"habits": reports}, indent=2, default=str))
             self.stderr.write(f"full report written to {json_out}")
         if figures and not any(r["summary"].get("failed") for r in reports.values()):
-            command = " ".join(
-                ["manage.py evaluate --answers", f"--test-server {habits_arg}"]
-                + ([f"--limit {limit}"] if limit else [])
-                + ([f"--sample {sample}"] if sample else [])
-            )
-            self._record(figures, command, habit_rows(reports))
+            self._record(figures, _answers_command([f"--test-server {habits_arg}"], limit, sample), habit_rows(reports))
         self.stdout.write(json.dumps({h: r["summary"] for h, r in reports.items()}, default=str))
 
     @staticmethod
@@ -247,3 +230,26 @@ class Command(BaseCommand):
         readme = root / "README.md" if path == root / FIGURES_FILE else None
         figures_record(command, command=command, rows=rows, path=path, readme=readme)
         self.stderr.write(f"figures written to {path}")
+
+
+@contextmanager
+def _pipeline_logs_quiet() -> Iterator[None]:
+    """The pipeline's per-request INFO logs off while a run prints its table (the forged citations
+    the citation check injects are logged as warnings by design); the level is restored after, as
+    call_command (tests) must not silence the process."""
+    quiet = logging.getLogger("ragchat")
+    previous_level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        quiet.setLevel(previous_level)
+
+
+def _answers_command(options: list[str], limit: int, sample: int) -> str:
+    """The command line of an answers run, as its figures section is named."""
+    return " ".join(
+        ["manage.py evaluate --answers", *options]
+        + ([f"--limit {limit}"] if limit else [])
+        + ([f"--sample {sample}"] if sample else [])
+    )
