@@ -45,9 +45,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         user = self.scope.get("user")
         session_id = self.scope["url_route"]["kwargs"]["session_id"]
         query = parse_qs(self.scope.get("query_string", b"").decode())
-        # A chat begun from the landing page (?start): its stored first question is read with the
-        # ownership check, in the same trip to the database thread.
-        session, pending = await database_sync_to_async(_session_and_pending)(
+        # A chat begun from the landing page (?start): where its first question stands is read
+        # with the ownership check, in the same trip to the database thread.
+        session, pending, answered = await database_sync_to_async(_session_and_pending)(
             user=user, session_id=session_id, start="start" in query
         )
         if session is None:
@@ -60,7 +60,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = services.session_group_name(self.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self._catch_up(query, pending)
+        await self._catch_up(query, pending, answered)
 
     async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
         """Every frame to this tab: a message's forms get a CSRF token for this tab's browser (one
@@ -69,20 +69,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
             text_data = text_data.replace(presenters.csrf_slot_input(), self.csrf_input)
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
-    async def _catch_up(self, query: dict[str, list[str]], pending: Message | None) -> None:
+    async def _catch_up(self, query: dict[str, list[str]], pending: Message | None, answered: int | None) -> None:
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
         draft that has finished since gets the final message; a new chat's page (?start) gets the
-        answer to its first question (`pending`)."""
+        answer to its first question: started now (`pending`), or as it stands (`answered`: the
+        answer began with the click, chat.views.session_new, before the page showed it)."""
         turn = turn_state.active_turn(self.session_id)
         if turn is not None and turn.message_id:
-            await self.send(text_data=draft_article_html(turn))
+            await self.send(text_data=turn.final_html or draft_article_html(turn))
         for raw in query.get("sync", [])[:1]:
-            message_id = request_int(raw)
-            if message_id is not None and (turn is None or message_id != turn.message_id):
-                await self._send_message(message_id)
+            answered = request_int(raw)
+        if answered is not None and (turn is None or answered != turn.message_id):
+            await self._send_message(answered)
         if pending is not None and not await turn_handover.session_busy(self.session_id):
-            # A chat begun from the landing page: its first question is stored, its answer starts
-            # once the page listens (and only once: a question with an answer is not pending).
+            # A chat begun from the landing page whose answer has not started (a process that
+            # hands its turns over, a synchronous request): it starts once the page listens (and
+            # only once: a question with an answer is not pending).
             await self._start(pending)
 
     async def disconnect(self, code: int) -> None:
@@ -265,12 +267,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             session_opened.send(sender=ChatSession, session=session, user=self.user)
 
 
-def _session_and_pending(*, user, session_id, start: bool) -> tuple[ChatSession | None, Message | None]:
-    """The session when the person owns it; with `start`, its question still waiting for an answer."""
+def _session_and_pending(*, user, session_id, start: bool) -> tuple[ChatSession | None, Message | None, int | None]:
+    """The session when the person owns it; with `start`, its question still waiting for an answer,
+    or else the id of its latest message (its answer, begun before the page listened)."""
     session = selectors.session_for_user(user=user, session_id=session_id)
     if session is None or not start:
-        return session, None
-    return session, selectors.question_unanswered(session_id=session.pk)
+        return session, None, None
+    return session, *selectors.first_question_state(session_id=session.pk)
 
 
 def _csrf_input(scope: dict) -> str:

@@ -91,13 +91,16 @@ def message_in_session(*, session_id, message_id) -> Message | None:
     return Message.objects.filter(session_id=session_id, pk=message_id).select_related("author").first()
 
 
-def question_unanswered(*, session_id) -> Message | None:
-    """The session's last question when nothing answers it yet (a chat begun from the landing page,
-    whose first question the page's websocket starts)."""
+def first_question_state(*, session_id) -> tuple[Message | None, int | None]:
+    """Where a chat begun from the landing page stands when its page listens (?start): its last
+    question when nothing answers it yet (the page's socket starts its answer), else the id of its
+    latest message (the answer, begun with the click, which the page did not show)."""
     last = Message.objects.filter(session_id=session_id).order_by("-id").first()
-    if last is None or last.role != Message.Role.USER or last.replies.exists():
-        return None
-    return last
+    if last is None:
+        return None, None
+    if last.role == Message.Role.USER and not last.replies.exists():
+        return last, None
+    return None, last.pk
 
 
 def answer_streaming_exists(*, session_id) -> bool:

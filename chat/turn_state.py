@@ -52,6 +52,9 @@ class Turn:
     gave_way_in: int = -1  # the burst (turn_stream.first_tokens.epoch) this answer last gave way in
     marks: dict[str, float] = field(default_factory=lambda: {"asked": time.time()})  # step -> wall time
     core_timings: dict[str, float] = field(default_factory=dict)  # the core's own (embed, search, ...), ms
+    # The stored answer's render, from its publication on: a tab that connects while the turn winds
+    # up (its signals: rating, routing) gets it, not the draft (whose final frame it missed).
+    final_html: str = ""
 
     def mark(self, step: str) -> None:
         """When the turn reached a step (settings.RAGCHAT_TURN_TIMELINE: where a burst's time goes)."""

@@ -13,6 +13,7 @@ arrive together), chat.turn_fragments (its HTML), chat.turn_handover (several pr
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import time
@@ -111,6 +112,14 @@ async def turn_start(
     assert prepared is not None, "a stored question is always prepared"
     await _launch(turn, user=user, prepared=prepared, title=title)
     return turn
+
+
+async def turn_start_detached(**kwargs: Any) -> Turn:
+    """turn_start() for an HTTP request (the JSON API's chat, a new chat's POST): the turn belongs
+    to the process, not to the request. Started in a fresh context, it does not use the request's
+    thread-sensitive executor, which ends with the response (a streamed response, or a redirect,
+    returns before the turn does)."""
+    return await asyncio.create_task(turn_start(**kwargs), context=contextvars.Context())
 
 
 async def turn_ask(
@@ -366,6 +375,7 @@ def _store(message_id: int, fields: dict[str, Any]) -> tuple[Message, str]:
 
 
 async def _publish_final(turn: Turn, message: Message, html: str) -> None:
+    turn.final_html = html  # before the frame: a tab joining the group after it reads this
     await group_send_html(turn.session_id, html)
     turn.mark("final")
     _write_timeline(turn)

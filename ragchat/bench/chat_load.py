@@ -20,11 +20,12 @@ server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with n
   schedule) and the latency against its real, interpolated emission times are reported too. Every frame's tokens must be exactly 1..k in order (else a
   reorder), and the final message must hold every token (else they are lost).
 - New chats: N people, each signed in on the landing page, start a new chat at once, as the page
-  does without script: the POST to the new-chat view stores the first question and redirects to the
-  chat's page, which is fetched, and whose websocket connects with `?start=1`: the server answers
-  the stored question once the page listens. TTFT from the websocket's open (its handshake done)
-  to the first frame holding the first answer token; also from the click (the POST leaving). Every
-  chat must be answered with every token.
+  does without script: the POST to the new-chat view stores the first question, starts its answer
+  and redirects to the chat's page, which is fetched, and whose websocket connects as the page says
+  (`?sync=<draft>`: the answer as it stands, then the rest; `?start=1` where the page showed the
+  question alone). TTFT from the websocket's open (its handshake done) to the first frame holding
+  the first answer token; also from the click (the POST leaving). Every chat must be answered with
+  every token.
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ from ragchat.evaluation.runner import EMBEDDERS
 TOKEN_RE = re.compile(r"tok(\d{4})x")
 CSRF_INPUT_RE = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
 NEW_CHAT_RE = re.compile(r"/chat/([0-9a-f-]{36})/$")  # where the new-chat POST redirects
+WS_CONNECT_RE = re.compile(r'ws-connect="/ws/chat/([0-9a-f-]{36})/([^"]*)"')  # the chat page's socket
 FINAL_RE = re.compile(r'data-role="assistant" data-status="(complete|interrupted|failed)"')
 ERROR_RE = re.compile(r'class="msg-error"[^>]*>(.*?)</p>', re.S)
 TAG_RE = re.compile(r"<[^>]+>")
@@ -338,7 +340,7 @@ class ScratchServer:
     ) -> StreamResult:
         """One person (signed in by `cookie`) on the landing page starts a new chat when `start` is
         set, as the page does without script: the POST stores the question and redirects, the
-        chat's page is fetched, its websocket connects with ?start=1 and the answer streams."""
+        chat's page is fetched, its websocket connects as the page says and the answer streams."""
         import httpx
 
         result = StreamResult(qid=qid, expected=tokens)
@@ -364,11 +366,13 @@ class ScratchServer:
                     raise RuntimeError(f"the new-chat POST answered {made.status_code}, not the chat's page")
                 result.session_id = found.group(1)
                 page = await http.get(made.headers["location"])  # the browser follows the redirect
-                if page.status_code != 200 or "?start=1" not in page.text:
-                    raise RuntimeError(f"the new chat's page answered {page.status_code} without ?start")
+                connects = WS_CONNECT_RE.search(page.text)
+                if page.status_code != 200 or connects is None or connects.group(1) != result.session_id:
+                    raise RuntimeError(f"the new chat's page answered {page.status_code} without its socket")
                 result.page_at = time.time()
                 cookies = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
-                async with self.socket(result.session_id, cookies=cookies, query="?start=1") as ws:
+                # As the page says: ?sync=<draft> when it shows the answer begun, ?start=1 when not yet.
+                async with self.socket(result.session_id, cookies=cookies, query=connects.group(2)) as ws:
                     result.sent_at = time.time()  # the websocket's open
                     await _read_answer(ws, frames, timeout)
         except Exception as e:  # reported per chat; a failed chat counts its tokens as lost
