@@ -22,7 +22,7 @@ from django.conf import settings
 
 from ragchat.services.config import RAGSettings
 from ragchat.services.embeddings import Embedder, build_embedder
-from ragchat.services.llm import LLMClient
+from ragchat.services.llm import LLMClient, import_model_clients
 from ragchat.services.llm_provider import build_llm
 from ragchat.services.rag_service import RAGService
 from ragchat.services.reranking import CrossEncoderReranker, build_reranker
@@ -133,6 +133,7 @@ def start(*, warm_up: bool) -> RAGComponents:
     open the vector store off the request path, so the first question does not wait for them."""
     built = components()
     if warm_up:
+        import_model_clients()  # before settle_heap: what it builds is frozen with the rest
         warm_up_in_background()
     return built
 

@@ -39,6 +39,9 @@ _ENGINE_INDEPENDENT = (
 _DATABASE_FIXTURES = {"db", "transactional_db", "django_db_setup", "live_server", "django_user_model", "client"}
 
 
+PROCESS_TESTS_TIMEOUT = 300
+
+
 def pytest_collection_modifyitems(config, items):
     """Gives each schemathesis item (one per API operation) its own node id again. Since pytest 9.2
     a Function's id is built from `originalname` and its callspec, and schemathesis names its items
@@ -47,7 +50,12 @@ def pytest_collection_modifyitems(config, items):
 
     Marks `engine_independent` those of _ENGINE_INDEPENDENT that use no database fixture of the
     pass: the second database pass of .ci/test.sh (PostgreSQL + Redis) leaves them to the first,
-    which runs them once."""
+    which runs them once.
+
+    Gives the tests of whole processes (tests/ops: daphne started and killed, manage.py commands,
+    workers, one after the other) PROCESS_TESTS_TIMEOUT unless they say otherwise: a Django process
+    starts in about 3 s on a quiet box, and up to three times that while CI's two database passes
+    share two cores, where the default 120 s timed out tests that were not hung."""
     tests_dir = config.rootpath / "tests"
     for item in items:
         if getattr(item, "operation_label", None) and not item.nodeid.endswith(item.name):
@@ -57,6 +65,8 @@ def pytest_collection_modifyitems(config, items):
         where = item.path.relative_to(tests_dir).as_posix()
         if where.startswith(_ENGINE_INDEPENDENT) and not _DATABASE_FIXTURES & set(item.fixturenames):
             item.add_marker("engine_independent")
+        if where.startswith("ops/") and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(PROCESS_TESTS_TIMEOUT))
 
 
 @pytest.fixture(autouse=True)

@@ -24,8 +24,9 @@ server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with n
   and redirects to the chat's page, which is fetched, and whose websocket connects as the page says
   (`?sync=<draft>`: the answer as it stands, then the rest; `?start=1` where the page showed the
   question alone). TTFT from the websocket's open (its handshake done) to the first frame holding
-  the first answer token; also from the click (the POST leaving). Every chat must be answered with
-  every token.
+  the first answer token (0 when the page showed it already); also from the click (the POST
+  leaving) to the first token on screen, page or frame. Every chat must be answered with every
+  token.
 """
 
 from __future__ import annotations
@@ -370,11 +371,15 @@ class ScratchServer:
                 if page.status_code != 200 or connects is None or connects.group(1) != result.session_id:
                     raise RuntimeError(f"the new chat's page answered {page.status_code} without its socket")
                 result.page_at = time.time()
+                # The page is the first thing seen: the answer's draft as saved (perhaps some of its
+                # tokens already), or the whole answer when it was written before the page.
+                frames.append((result.page_at, page.text))
                 cookies = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
                 # As the page says: ?sync=<draft> when it shows the answer begun, ?start=1 when not yet.
                 async with self.socket(result.session_id, cookies=cookies, query=connects.group(2)) as ws:
                     result.sent_at = time.time()  # the websocket's open
-                    await _read_answer(ws, frames, timeout)
+                    if not FINAL_RE.search(page.text):
+                        await _read_answer(ws, frames, timeout)
         except Exception as e:  # reported per chat; a failed chat counts its tokens as lost
             result.error = f"{type(e).__name__}: {e}"
         _read_frames(result, frames)
@@ -634,7 +639,8 @@ async def measure_new_chats(
 
     burst = await run_burst(server, client, chats)
     answered = [r for r in burst.results if r.first_token_at and r.sent_at]
-    ttft = [(r.first_token_at - r.sent_at) * 1000 for r in answered]  # type: ignore[operator]
+    # 0 where the page showed the first token before its socket opened.
+    ttft = [max(0.0, r.first_token_at - r.sent_at) * 1000 for r in answered]  # type: ignore[operator]
     from_click = [(r.first_token_at - r.clicked_at) * 1000 for r in answered]  # type: ignore[operator]
     page = [(r.page_at - r.clicked_at) * 1000 for r in burst.results if r.page_at]
     return {

@@ -38,11 +38,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
-
-# Imported here, not on first use: the import takes ~0.7 s, better paid at start-up than by the
-# first question.
-from langchain_ollama import ChatOllama
 
 from .config import REASONING_MODELS, RAGSettings, canonical_model_name
 from .errors import (
@@ -151,7 +146,16 @@ def parse_rating(text: str) -> int | None:
     return None
 
 
-def _to_langchain(messages: Sequence[ChatMessage]) -> list[BaseMessage]:
+def import_model_clients() -> None:
+    """Load the model client library (langchain-ollama, ~0.7 s): the server does it at start-up
+    (ragchat.runtime.start), so the first question does not pay it; a manage.py command that asks
+    no model never does."""
+    import langchain_ollama  # noqa: F401
+
+
+def _to_langchain(messages: Sequence[ChatMessage]) -> list[Any]:
+    from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
+
     kinds: dict[str, type[BaseMessage]] = {
         "system": SystemMessage,
         "user": HumanMessage,
@@ -510,6 +514,8 @@ class OllamaLLM(LLMClient):
         return TokenCounter(key or model, base_url=self.base_url, calibration=self.calibration)
 
     def _chat_model(self, model: str, num_predict: int) -> Any:
+        from langchain_ollama import ChatOllama
+
         num_ctx, _ = self.limits(model)
         return ChatOllama(
             model=model,

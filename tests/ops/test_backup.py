@@ -72,7 +72,6 @@ def wipe(site: LiveServer) -> None:
 
 # A dozen manage.py processes and a live server in a row: over pytest's 120 s when the CI passes run
 # side by side on two cores.
-@pytest.mark.timeout(300)
 def test_backup_then_restore_round_trips_a_populated_instance(tmp_path, instance):
     site = instance
     site.data_dir.mkdir()

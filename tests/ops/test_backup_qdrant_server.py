@@ -49,7 +49,6 @@ def qdrant():
     stand_in.stop()
 
 
-@pytest.mark.timeout(300)
 def test_backup_while_serving_then_restore_through_a_qdrant_server(tmp_path, ollama_server, qdrant):
     site = LiveServer(data_dir=tmp_path / "site", ollama_url=ollama_server.url, extra_env={"QDRANT_URL": qdrant.url})
     site.data_dir.mkdir()

@@ -45,9 +45,6 @@ def health(site: LiveServer) -> tuple[int, dict]:
     return response.status_code, response.json()
 
 
-# Fifteen Django processes one after the other (commands, shells, two daphne starts): 50 s on a quiet box,
-# over the default 120 s when CI's two database passes share two cores.
-@pytest.mark.timeout(300)
 def test_embedding_model_change_is_refused_until_reindexed(tmp_path, ollama_server):
     old = LiveServer(data_dir=tmp_path, ollama_url=ollama_server.url)
     old.manage("migrate", "-v0")

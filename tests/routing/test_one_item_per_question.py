@@ -143,6 +143,7 @@ async def test_a_routed_question_and_a_review_item_of_one_answer_settle_together
     )
     mailoutbox.clear()
     await sync_to_async(question_answer)(question=review, user=owner, text="Ask at reception.")
+    assert await sync_to_async(wait_sent)()  # the answer's email, queued to the mail thread
     routed, review = await items()
     assert (routed.status, routed.resolution) == ("answered", "answered")
     assert (review.status, review.resolution) == ("answered", "corrected")
