@@ -72,8 +72,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def _catch_up(self, query: dict[str, list[str]], pending: Message | None, answered: int | None) -> None:
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
         draft that has finished since gets the final message; a new chat's page (?start) gets the
-        answer to its first question: started now (`pending`), or as it stands (`answered`: the
-        answer began with the click, chat.views.session_new, before the page showed it)."""
+        answer to its first question: started now (`pending`), or as it stands (`answered`: begun
+        after the page was rendered, by another tab of the chat)."""
         turn = turn_state.active_turn(self.session_id)
         if turn is not None and turn.message_id:
             await self.send(text_data=turn.final_html or draft_article_html(turn))
@@ -82,9 +82,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if answered is not None and (turn is None or answered != turn.message_id):
             await self._send_message(answered)
         if pending is not None and not await turn_handover.session_busy(self.session_id):
-            # A chat begun from the landing page whose answer has not started (a process that
-            # hands its turns over, a synchronous request): it starts once the page listens (and
-            # only once: a question with an answer is not pending).
+            # A chat begun from the landing page: its first question is stored, its answer starts
+            # once the page listens (and only once: a question with an answer is not pending).
             await self._start(pending)
 
     async def disconnect(self, code: int) -> None:
@@ -269,7 +268,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
 def _session_and_pending(*, user, session_id, start: bool) -> tuple[ChatSession | None, Message | None, int | None]:
     """The session when the person owns it; with `start`, its question still waiting for an answer,
-    or else the id of its latest message (its answer, begun before the page listened)."""
+    or else the id of its latest message (its answer, begun since the page was rendered)."""
     session = selectors.session_for_user(user=user, session_id=session_id)
     if session is None or not start:
         return session, None, None

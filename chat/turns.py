@@ -115,10 +115,9 @@ async def turn_start(
 
 
 async def turn_start_detached(**kwargs: Any) -> Turn:
-    """turn_start() for an HTTP request (the JSON API's chat, a new chat's POST): the turn belongs
-    to the process, not to the request. Started in a fresh context, it does not use the request's
-    thread-sensitive executor, which ends with the response (a streamed response, or a redirect,
-    returns before the turn does)."""
+    """turn_start() for an HTTP request (the JSON API's chat): the turn belongs to the process, not
+    to the request. Started in a fresh context, it does not use the request's thread-sensitive
+    executor, which ends with the response (a streamed response returns before the turn does)."""
     return await asyncio.create_task(turn_start(**kwargs), context=contextvars.Context())
 
 

@@ -1,27 +1,20 @@
 """Chat pages: the session list (home), one session with its history, new / rename / delete.
 Every view looks sessions up through their owner: another user's session is a 404."""
 
-import logging
-
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
-from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import presenters, selectors, services, turns
+from chat import presenters, selectors, services
 from chat.models import ChatSession, Message
 from chat.signals import session_opened
 from chat.turn_fragments import MSG_BUSY
-from ragchat import processes
 from ragchat.htmx import redirect_after_post
 from ragchat.middleware import refuses_null_characters
-
-logger = logging.getLogger(__name__)
 
 
 def _session_or_404(request, session_id):
@@ -66,37 +59,17 @@ def chat_home(request):
 @refuses_null_characters  # question_problem says it, and the landing page keeps the question
 @login_required
 @require_POST
-async def session_new(request):
-    """A new chat starts with its first question: no question, no chat. A refused question goes
-    back to the landing page with its text and the reason, by a redirect: reloading that page asks
-    nothing again.
-
-    The answer starts with the click: the server's process starts the turn here, so it is being
-    written while the browser follows the redirect, loads the chat's page and opens its socket,
-    which shows the answer as it stands and streams the rest. Where this process cannot run the
-    turn itself, the page's socket starts it (?start): a client process of the embedded store hands
-    its turns to the holder (chat.turn_handover), and a synchronous (WSGI) request has no event
-    loop that outlives it."""
-    started = await sync_to_async(_first_question)(request)
-    if isinstance(started, HttpResponse):
-        return started
-    session, question = started
-    if isinstance(request, ASGIRequest) and not processes.hands_turns_over():
-        try:
-            await turns.turn_start_detached(session_id=session.pk, user=await request.auser(), user_message=question)
-        except Exception:  # the page's socket starts it (?start)
-            logger.exception("a new chat's answer did not start with its question", extra={"event": "chat_start"})
-    return redirect("chat:session", session_id=session.pk)
-
-
-def _first_question(request) -> tuple[ChatSession, Message] | HttpResponse:
-    """The new chat and its first question, stored; or the redirect that says why not."""
+def session_new(request):
+    """A new chat starts with its first question (the session page's websocket answers it): no
+    question, no chat. A refused question goes back to the landing page with its text and the
+    reason, by a redirect: reloading that page asks nothing again."""
     question = request.POST.get("question", "")
     problem = services.question_problem(question) if question.strip() else services.MSG_EMPTY_QUESTION
     if problem:
         request.session[REFUSED_KEY] = {"question": question, "problem": problem}
         return redirect("home")
-    return services.session_start(user=request.user, question=question)
+    session, _ = services.session_start(user=request.user, question=question)
+    return redirect("chat:session", session_id=session.pk)
 
 
 @login_required

@@ -20,13 +20,12 @@ server_setup with N chunks), and the fake Ollama (ragchat.bench.fake_llm) with n
   schedule) and the latency against its real, interpolated emission times are reported too. Every frame's tokens must be exactly 1..k in order (else a
   reorder), and the final message must hold every token (else they are lost).
 - New chats: N people, each signed in on the landing page, start a new chat at once, as the page
-  does without script: the POST to the new-chat view stores the first question, starts its answer
-  and redirects to the chat's page, which is fetched, and whose websocket connects as the page says
-  (`?sync=<draft>`: the answer as it stands, then the rest; `?start=1` where the page showed the
-  question alone). TTFT from the websocket's open (its handshake done) to the first frame holding
-  the first answer token (0 when the page showed it already); also from the click (the POST
-  leaving) to the first token on screen, page or frame. Every chat must be answered with every
-  token.
+  does without script: the POST to the new-chat view stores the first question and redirects to the
+  chat's page, which is fetched, and whose websocket connects as the page says (`?start=1`): the
+  server answers the stored question once the page listens. TTFT from the websocket's open (its
+  handshake done) to the first frame holding the first answer token (0 if the page showed one
+  already); also from the click (the POST leaving) to the first token on screen, page or frame.
+  Every chat must be answered with every token.
 """
 
 from __future__ import annotations
@@ -375,7 +374,7 @@ class ScratchServer:
                 # tokens already), or the whole answer when it was written before the page.
                 frames.append((result.page_at, page.text))
                 cookies = "; ".join(f"{name}={value}" for name, value in http.cookies.items())
-                # As the page says: ?sync=<draft> when it shows the answer begun, ?start=1 when not yet.
+                # As the page says: ?start=1 for a question alone, ?sync=<draft> for an answer begun.
                 async with self.socket(result.session_id, cookies=cookies, query=connects.group(2)) as ws:
                     result.sent_at = time.time()  # the websocket's open
                     if not FINAL_RE.search(page.text):

@@ -85,7 +85,7 @@ class Command(BaseCommand):
             action="append",
             default=None,
             help="people starting a new chat at once from the landing page: the POST stores the question,"
-            " starts its answer; the chat's page and websocket show it (repeatable; default 50 and 200, 10 and 50 with --quick)",
+            " the chat's websocket answers it with ?start (repeatable; default 50 and 200, 10 and 50 with --quick)",
         )
         parser.add_argument(
             "--scale",
