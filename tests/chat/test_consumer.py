@@ -273,9 +273,11 @@ async def test_a_tab_that_connects_while_the_answer_winds_up_gets_the_stored_ans
 async def test_a_start_socket_reads_its_pending_question_with_the_ownership_check(
     chat_session, corpus, fake_ollama, monkeypatch
 ):
-    """A new chat's socket (?start) makes one trip to the database thread before it opens (the
-    ownership check, which reads the pending question too) and one after (its turn prepared), so a
-    burst of new chats does not queue two trips each behind everything else the thread does."""
+    """A new chat's socket (?start) makes one trip to the database thread, before it opens: the
+    ownership check, which reads the pending question and prepares its turn too (its draft, the
+    asker's tags, glossary and history), so in a burst of new chats the answer does not queue behind
+    everything else the thread does a second time. With several processes the turn is prepared
+    when it starts, as every turn is there."""
     from channels.db import DatabaseSyncToAsync
 
     from chat import services
@@ -296,12 +298,41 @@ async def test_a_start_socket_reads_its_pending_question_with_the_ownership_chec
     await tab.until_final()
     # (The first call of the process also closes what a dead process left streaming: not this socket's.)
     # With several processes (the Redis layer), whether another process writes an answer of the
-    # chat is one more trip, before the turn starts.
+    # chat is one more trip, before the turn starts and prepares its question.
     from ragchat import processes
 
-    busy = ["answer_streaming_exists"] if processes.several_processes() else []
-    assert trips[trips.index("get_user") :] == ["get_user", "_session_and_pending", *busy, "prepare_batch"], trips
+    several = ["answer_streaming_exists", "prepare_batch"] if processes.several_processes() else []
+    assert trips[trips.index("get_user") :] == ["get_user", "_session_and_pending", *several], trips
+    rows = await messages_of(chat_session)
+    assert [(r.role, r.status) for r in rows] == [("user", "complete"), ("assistant", "complete")]
     await tab.close()
+
+
+async def test_a_start_socket_of_a_busy_chat_leaves_no_draft_behind(chat_session, corpus, fake_ollama):
+    """A new chat's socket prepares its question's turn before it opens; if the chat is answering
+    another question by then (another tab asked meanwhile), that draft goes: no answer is left
+    streaming."""
+    from chat import services
+
+    fake_ollama.reply_citing(1, words=30)
+    fake_ollama.token_delay(0.05)
+    other = await open_tab(chat_session.owner, chat_session.pk)
+    assert await other.connect()
+    await other.ask("How do I submit an expense report?")
+    await other.receive(), await other.receive()  # accepted; the question and its draft
+    await sync_to_async(services.message_create_user)(session=chat_session, content=VACATION_Q)
+    tab = await open_tab(chat_session.owner, chat_session.pk, query="start=1")
+    assert await tab.connect()
+    await other.until_final()
+    await turns.wait_idle()
+    rows = await messages_of(chat_session)
+    assert [(r.role, r.status) for r in rows] == [
+        ("user", "complete"),
+        ("assistant", "complete"),
+        ("user", "complete"),
+    ]
+    await tab.close()
+    await other.close()
 
 
 async def test_a_stored_question_is_embedded_while_its_turn_is_prepared(chat_session, corpus, fake_ollama):
