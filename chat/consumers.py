@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import parse_qs
 
 from channels.consumer import get_handler_name
@@ -28,12 +30,15 @@ from chat import presenters, selectors, services, turn_handover, turn_state, tur
 from chat.models import ChatSession, Message
 from chat.signals import session_opened
 from chat.turn_fragments import MSG_BUSY, draft_article_html, group_send_html, note_html
-from chat.turn_prepare import Ask, Prepared, prepare_batch
 from ragchat import processes
 from ragchat.bounds import request_int
 from ragchat.partials import render_partial
+from ragchat.services.batching import Batcher
 
 logger = logging.getLogger(__name__)
+
+# Most sockets opened in one trip to the database thread (_connects).
+CONNECT_BATCH = 64
 
 MSG_REGENERATE_LAST = "Only the answer to the latest question can be regenerated."
 
@@ -48,8 +53,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         query = parse_qs(self.scope.get("query_string", b"").decode())
         # A chat begun from the landing page (?start): where its first question stands is read
         # with the ownership check, in the same trip to the database thread.
-        session, pending, answered, prepared = await database_sync_to_async(_session_and_pending)(
-            user=user, session_id=session_id, start="start" in query
+        session, pending, answered = await _connects.submit(
+            _Connect(user=user, session_id=session_id, start="start" in query)
         )
         if session is None:
             # Not signed in, or not the owner: refuse the handshake (absent and forbidden look alike).
@@ -61,7 +66,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = services.session_group_name(self.session_id)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self._catch_up(query, pending, answered, prepared)
+        await self._catch_up(query, pending, answered)
 
     async def send(self, text_data: str | None = None, bytes_data: bytes | None = None, close: bool = False) -> None:
         """Every frame to this tab: a message's forms get a CSRF token for this tab's browser (one
@@ -70,9 +75,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             text_data = text_data.replace(presenters.csrf_slot_input(), self.csrf_input)
         await super().send(text_data=text_data, bytes_data=bytes_data, close=close)
 
-    async def _catch_up(
-        self, query: dict[str, list[str]], pending: Message | None, answered: int | None, prepared: Prepared | None
-    ) -> None:
+    async def _catch_up(self, query: dict[str, list[str]], pending: Message | None, answered: int | None) -> None:
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
         draft that has finished since gets the final message; a new chat's page (?start) gets the
         answer to its first question: started now (`pending`), or as it stands (`answered`: begun
@@ -87,9 +90,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if pending is not None and not await turn_handover.session_busy(self.session_id):
             # A chat begun from the landing page: its first question is stored, its answer starts
             # once the page listens (and only once: a question with an answer is not pending).
-            await self._start(pending, prepared=prepared)
-        elif prepared is not None:  # another question of the chat is being answered
-            await database_sync_to_async(services.message_discard_unstarted)(message=prepared.draft)
+            await self._start(pending)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "group", None):
@@ -217,16 +218,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         question = await database_sync_to_async(lambda: answer.reply_to)()
         await self._start(question)
 
-    async def _start(self, user_message: Message, *, title: str = "", prepared: Prepared | None = None) -> None:
+    async def _start(self, user_message: Message, *, title: str = "") -> None:
         if processes.hands_turns_over():
             await turn_handover.hand_over(
                 session_id=self.session_id, user=self.user, user_message=user_message, title=title
             )
             return
         try:
-            await turns.turn_start(
-                session_id=self.session_id, user=self.user, user_message=user_message, title=title, prepared=prepared
-            )
+            await turns.turn_start(session_id=self.session_id, user=self.user, user_message=user_message, title=title)
         except turn_state.TurnInProgress:
             await self.send(text_data=note_html(MSG_BUSY, kind="info", transient=True))
 
@@ -273,28 +272,42 @@ class ChatConsumer(AsyncWebsocketConsumer):
             session_opened.send(sender=ChatSession, session=session, user=self.user)
 
 
-def _session_and_pending(
-    *, user, session_id, start: bool
-) -> tuple[ChatSession | None, Message | None, int | None, Prepared | None]:
-    """The session when the person owns it; with `start`, its question still waiting for an answer,
-    or else the id of its latest message (its answer, begun since the page was rendered).
+@dataclass(frozen=True)
+class _Connect:
+    user: Any
+    session_id: str
+    start: bool
 
-    A process that runs its chats alone also prepares the waiting question's turn here (its draft,
-    the asker's tags, glossary and history: turn_prepare), in this same trip to the database thread,
-    which runs one trip at a time: a second tab of the chat that connects meanwhile finds the
-    question answered. In a burst of new chats the answer then waits for one trip to that busy
-    thread, not two. With several processes (each its own database thread) the turn prepares its
-    question when it starts, as every other turn does."""
-    session = selectors.session_for_user(user=user, session_id=session_id)
-    if session is None or not start:
-        return session, None, None, None
-    pending, answered = selectors.first_question_state(session_id=session.pk)
-    prepared = None
-    if pending is not None and not processes.several_processes():
-        [prepared] = prepare_batch([Ask(user=user, session_id=str(session.pk), message=pending)])
-        if not isinstance(prepared, Prepared):  # raised in its batch of one: not reached
-            prepared = None
-    return session, pending, answered, prepared
+
+_Opened = tuple[ChatSession | None, Message | None, int | None]
+
+
+def _sessions_and_pending(connects: list[_Connect]) -> list[_Opened | Exception]:
+    """For each socket that connects: its session when the person owns it; with `start`, its
+    question still waiting for an answer, or else the id of its latest message (its answer, begun
+    since the page was rendered, by another tab of the chat). A socket whose lookup fails fails
+    alone."""
+    opened: list[_Opened | Exception] = []
+    for connect in connects:
+        try:
+            session = selectors.session_for_user(user=connect.user, session_id=connect.session_id)
+            if session is None or not connect.start:
+                opened.append((session, None, None))
+            else:
+                opened.append((session, *selectors.first_question_state(session_id=session.pk)))
+        except Exception as e:
+            opened.append(e)
+    return opened
+
+
+async def _open_sockets(connects: list[_Connect]) -> list[_Opened | Exception]:
+    return await database_sync_to_async(_sessions_and_pending)(connects)
+
+
+# Sockets that connect together share one trip to the database thread: a burst of new chats is a
+# burst of handshakes, each waiting for its session before it may open, and one trip each queued
+# the first questions' turns behind all of them.
+_connects: Batcher[_Connect, _Opened] = Batcher(_open_sockets, max_batch=CONNECT_BATCH)
 
 
 def _csrf_input(scope: dict) -> str:

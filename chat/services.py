@@ -76,12 +76,6 @@ def message_discard_failed(*, message: Message) -> None:
         message.delete()
 
 
-def message_discard_unstarted(*, message: Message) -> None:
-    """A draft whose turn did not start (its chat was answering another question by then): no tab
-    has shown it."""
-    Message.objects.filter(pk=message.pk, status=Message.Status.STREAMING, content="").delete()
-
-
 MSG_EMPTY_QUESTION = "Type your question first, then send it."
 # Which question can be edited and asked again: the latest, unless it went to a person (they answer
 # the question as it was asked). The answers after an earlier question were written in its light.

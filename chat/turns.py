@@ -30,7 +30,7 @@ from chat.models import Message
 from chat.signals import answer_completed
 from chat.turn_fragments import group_send_html, stage_html, turn_start_html
 from chat.turn_prepare import Ask, Prepared, preparer
-from chat.turn_state import Turn, TurnEvent, TurnInProgress, turn_register, turn_unregister, turns_running
+from chat.turn_state import Turn, TurnEvent, turn_register, turn_unregister, turns_running
 from chat.turn_stream import Streamer, first_tokens
 from ragchat import runtime
 from ragchat.services.errors import (
@@ -101,28 +101,15 @@ async def turn_start(
     model: str | None = None,
     request_id: str | None = None,
     listener: asyncio.Queue | None = None,
-    prepared: Prepared | None = None,
 ) -> Turn:
     """Create the draft, show the question and the draft to every tab, start the turn's task.
     `listener` (the JSON API) also receives the turn's TurnEvents; `model` and `request_id` are
     the caller's (default: the configured model, a new id). The question's search text is embedded
-    while the draft is prepared, as for a new question (turn_ask). `prepared`: the draft and inputs
-    read already (a new chat's socket does it in its one trip before it opens); its draft is
-    removed if the session's slot is taken meanwhile."""
-    try:
-        turn = _reserve(
-            session_id, question=user_message.content, model=model, request_id=request_id, listener=listener
-        )
-    except TurnInProgress:
-        if prepared is not None:
-            await database_sync_to_async(services.message_discard_unstarted)(message=prepared.draft)
-        raise
+    while the draft is prepared, as for a new question (turn_ask)."""
+    turn = _reserve(session_id, question=user_message.content, model=model, request_id=request_id, listener=listener)
     _embed_ahead(user_message.content)
-    if prepared is None:
-        prepared = await _begin(turn, Ask(user=user, session_id=turn.session_id, message=user_message))
-        assert prepared is not None, "a stored question is always prepared"
-    else:
-        _adopt(turn, prepared)
+    prepared = await _begin(turn, Ask(user=user, session_id=turn.session_id, message=user_message))
+    assert prepared is not None, "a stored question is always prepared"
     await _launch(turn, user=user, prepared=prepared, title=title)
     return turn
 
@@ -201,15 +188,11 @@ async def _begin(turn: Turn, ask: Ask) -> Prepared | None:
     if prepared is None:
         _release(turn)
         return None
-    _adopt(turn, prepared)
-    return prepared
-
-
-def _adopt(turn: Turn, prepared: Prepared) -> None:
     turn.message_id = prepared.draft.pk
     turn.question = prepared.question.content
     turn.inputs = prepared.inputs
     turn.mark("prepared")
+    return prepared
 
 
 async def _launch(turn: Turn, *, user, prepared: Prepared, title: str) -> None:

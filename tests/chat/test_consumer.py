@@ -270,14 +270,29 @@ async def test_a_tab_that_connects_while_the_answer_winds_up_gets_the_stored_ans
     await late.close()
 
 
+async def test_sockets_that_connect_together_share_their_trip_to_the_database_thread(
+    chat_session, corpus, fake_ollama, other_user
+):
+    """A burst of handshakes: each socket's session (and a new chat's waiting question) is read in
+    runs shared by the sockets that connect together, a stranger's refused among them."""
+    from chat import consumers
+
+    tabs = [await open_tab(chat_session.owner, chat_session.pk) for _ in range(6)]
+    stranger = await open_tab(other_user, chat_session.pk)
+    runs, items = consumers._connects.runs, consumers._connects.items
+    opened = await asyncio.gather(*(tab.connect() for tab in [*tabs, stranger]))
+    assert opened == [True] * 6 + [False]
+    assert consumers._connects.items - items == 7 and consumers._connects.runs - runs < 7
+    for tab in tabs:
+        await tab.close()
+
+
 async def test_a_start_socket_reads_its_pending_question_with_the_ownership_check(
     chat_session, corpus, fake_ollama, monkeypatch
 ):
-    """A new chat's socket (?start) makes one trip to the database thread, before it opens: the
-    ownership check, which reads the pending question and prepares its turn too (its draft, the
-    asker's tags, glossary and history), so in a burst of new chats the answer does not queue behind
-    everything else the thread does a second time. With several processes the turn is prepared
-    when it starts, as every turn is there."""
+    """A new chat's socket (?start) makes one trip to the database thread before it opens (the
+    ownership check, which reads the pending question too) and one after (its turn prepared), so a
+    burst of new chats does not queue two trips each behind everything else the thread does."""
     from channels.db import DatabaseSyncToAsync
 
     from chat import services
@@ -298,41 +313,12 @@ async def test_a_start_socket_reads_its_pending_question_with_the_ownership_chec
     await tab.until_final()
     # (The first call of the process also closes what a dead process left streaming: not this socket's.)
     # With several processes (the Redis layer), whether another process writes an answer of the
-    # chat is one more trip, before the turn starts and prepares its question.
+    # chat is one more trip, before the turn starts.
     from ragchat import processes
 
-    several = ["answer_streaming_exists", "prepare_batch"] if processes.several_processes() else []
-    assert trips[trips.index("get_user") :] == ["get_user", "_session_and_pending", *several], trips
-    rows = await messages_of(chat_session)
-    assert [(r.role, r.status) for r in rows] == [("user", "complete"), ("assistant", "complete")]
+    busy = ["answer_streaming_exists"] if processes.several_processes() else []
+    assert trips[trips.index("get_user") :] == ["get_user", "_sessions_and_pending", *busy, "prepare_batch"], trips
     await tab.close()
-
-
-async def test_a_start_socket_of_a_busy_chat_leaves_no_draft_behind(chat_session, corpus, fake_ollama):
-    """A new chat's socket prepares its question's turn before it opens; if the chat is answering
-    another question by then (another tab asked meanwhile), that draft goes: no answer is left
-    streaming."""
-    from chat import services
-
-    fake_ollama.reply_citing(1, words=30)
-    fake_ollama.token_delay(0.05)
-    other = await open_tab(chat_session.owner, chat_session.pk)
-    assert await other.connect()
-    await other.ask("How do I submit an expense report?")
-    await other.receive(), await other.receive()  # accepted; the question and its draft
-    await sync_to_async(services.message_create_user)(session=chat_session, content=VACATION_Q)
-    tab = await open_tab(chat_session.owner, chat_session.pk, query="start=1")
-    assert await tab.connect()
-    await other.until_final()
-    await turns.wait_idle()
-    rows = await messages_of(chat_session)
-    assert [(r.role, r.status) for r in rows] == [
-        ("user", "complete"),
-        ("assistant", "complete"),
-        ("user", "complete"),
-    ]
-    await tab.close()
-    await other.close()
 
 
 async def test_a_stored_question_is_embedded_while_its_turn_is_prepared(chat_session, corpus, fake_ollama):
