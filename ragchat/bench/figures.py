@@ -249,6 +249,14 @@ def bench_rows(report: dict[str, Any]) -> list[dict[str, str]]:
                     else "no answer",
                 )
             )
+            if c.get("click_to_first_token_p95_ms") is not None:
+                rows.append(
+                    _row(
+                        f"{what}: from the click to the first token p50 / p95 (the chat's page p95)",
+                        f"{c['click_to_first_token_p50_ms'] / 1000:.2f} / {c['click_to_first_token_p95_ms'] / 1000:.2f} s"
+                        f" ({c['click_to_page_p95_ms'] / 1000:.2f} s)",
+                    )
+                )
             rows.append(
                 _row(
                     f"{what}: answered, lost / reordered tokens",
