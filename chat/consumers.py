@@ -79,7 +79,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         """A tab that (re)connects mid-answer gets the draft as it stands; one whose page showed a
         draft that has finished since gets the final message; a new chat's page (?start) gets the
         answer to its first question: started now (`pending`), or as it stands (`answered`: begun
-        after the page was rendered, by another tab of the chat)."""
+        since the page was rendered, by this socket before it reconnected or by another tab)."""
         turn = turn_state.active_turn(self.session_id)
         if turn is not None and turn.message_id:
             await self.send(text_data=turn.final_html or draft_article_html(turn))
@@ -285,8 +285,7 @@ _Opened = tuple[ChatSession | None, Message | None, int | None]
 def _sessions_and_pending(connects: list[_Connect]) -> list[_Opened | Exception]:
     """For each socket that connects: its session when the person owns it; with `start`, its
     question still waiting for an answer, or else the id of its latest message (its answer, begun
-    since the page was rendered, by another tab of the chat). A socket whose lookup fails fails
-    alone."""
+    since the page was rendered). A socket whose lookup fails fails alone."""
     opened: list[_Opened | Exception] = []
     for connect in connects:
         try:

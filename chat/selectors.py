@@ -94,7 +94,8 @@ def message_in_session(*, session_id, message_id) -> Message | None:
 def first_question_state(*, session_id) -> tuple[Message | None, int | None]:
     """Where a chat begun from the landing page stands when its page listens (?start): its last
     question when nothing answers it yet (the page's socket starts its answer), else the id of its
-    latest message (the answer, begun since the page was rendered: by another tab of the chat)."""
+    latest message (the answer, begun since the page was rendered: by this page's socket before it
+    reconnected, or by another tab of the chat)."""
     last = Message.objects.filter(session_id=session_id).order_by("-id").first()
     if last is None:
         return None, None
