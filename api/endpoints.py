@@ -13,6 +13,7 @@ docs/specs/rag-llm-service-architecture.md (validated /query, error classes).
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import logging
 import math
@@ -443,16 +444,20 @@ async def chat(request, body: schemas.ChatIn):
     owner when confidence is low, shown live in any open tab of the session."""
     session, user_message = await sync_to_async(_chat_prepare)(request, body)
     queue: asyncio.Queue = asyncio.Queue()
+    start = turns.turn_start(
+        session_id=session.pk,
+        user=request.user,
+        user_message=user_message,
+        title=session.title,
+        model=body.model,
+        request_id=request.request_id,
+        listener=queue,
+    )
     try:
-        turn = await turns.turn_start_detached(
-            session_id=session.pk,
-            user=request.user,
-            user_message=user_message,
-            title=session.title,
-            model=body.model,
-            request_id=request.request_id,
-            listener=queue,
-        )
+        # The turn belongs to the process, not to this request: started in a fresh context, it
+        # does not use the request's thread-sensitive executor, which ends with the response (a
+        # streamed response returns before the turn does).
+        turn = await asyncio.create_task(start, context=contextvars.Context())
     except turn_state.TurnInProgress:
         raise ApiError(409, "busy", "Please wait until the current answer is finished.") from None
     question = user_message.content

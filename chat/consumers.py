@@ -83,10 +83,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
         turn = turn_state.active_turn(self.session_id)
         if turn is not None and turn.message_id:
             await self.send(text_data=turn.final_html or draft_article_html(turn))
+        stored = answered  # a message sent as it is stored now
         for raw in query.get("sync", [])[:1]:
-            answered = request_int(raw)
-        if answered is not None and (turn is None or answered != turn.message_id):
-            await self._send_message(answered)
+            stored = request_int(raw)  # the draft the page showed, finished since
+        if stored is not None and (turn is None or stored != turn.message_id):
+            await self._send_message(stored)
         if pending is not None and not await turn_handover.session_busy(self.session_id):
             # A chat begun from the landing page: its first question is stored, its answer starts
             # once the page listens (and only once: a question with an answer is not pending).

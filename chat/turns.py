@@ -13,7 +13,6 @@ arrive together), chat.turn_fragments (its HTML), chat.turn_handover (several pr
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import json
 import logging
 import time
@@ -112,13 +111,6 @@ async def turn_start(
     assert prepared is not None, "a stored question is always prepared"
     await _launch(turn, user=user, prepared=prepared, title=title)
     return turn
-
-
-async def turn_start_detached(**kwargs: Any) -> Turn:
-    """turn_start() for an HTTP request (the JSON API's chat): the turn belongs to the process, not
-    to the request. Started in a fresh context, it does not use the request's thread-sensitive
-    executor, which ends with the response (a streamed response returns before the turn does)."""
-    return await asyncio.create_task(turn_start(**kwargs), context=contextvars.Context())
 
 
 async def turn_ask(
